@@ -1,0 +1,146 @@
+"""The records that flow through the pipeline, and the two errors it knows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal, Union
+
+Status = Literal["pass", "fail", "error"]
+
+
+class ConfigError(Exception):
+    """The run cannot proceed: a bad flag, variable or task file (exit 2)."""
+
+
+class BackendError(Exception):
+    """The backend could not produce a valid reply; becomes an error reply."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One entry of the agent's tool surface, in the shape of MCP's tools/list."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ExpectTool:
+    """A correct reply calls this tool with at least these argument keys."""
+
+    tool: str
+    required_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpectRefusal:
+    """A correct reply calls no tool at all."""
+
+
+Expect = Union[ExpectTool, ExpectRefusal]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A canonical prompt and what a correct reply looks like."""
+
+    id: str
+    category: str
+    prompt: str
+    expect: Expect
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A loaded, validated task file."""
+
+    path: str
+    sha256: str
+    tools: tuple[Tool, ...]
+    tasks: tuple[Task, ...]
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """Everything the agent may see of a task: never its expectation."""
+
+    task_id: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A request by the agent to call a tool."""
+
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the agent answered: tool calls, a refusal flag, or an error."""
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    refused: bool = False
+    text: str | None = None
+    error_code: str | None = None
+    error: str | None = None
+    attempts: int = 1
+
+    @classmethod
+    def failed(cls, err: BackendError, attempts: int = 1) -> Reply:
+        """The error reply for a backend failure."""
+        return cls(error_code=err.code, error=err.reason, attempts=attempts)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict on one reply: pass, fail or error, with a stable code and a reason."""
+
+    status: Status
+    code: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """One task, what its agent replied, the verdict, and how long it took."""
+
+    task: Task
+    reply: Reply
+    outcome: Outcome
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class CategoryCount:
+    """Passed and total tasks of one category."""
+
+    passed: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The aggregate of a run's outcomes against the gate."""
+
+    passed: int
+    failed: int
+    errored: int
+    total: int
+    gate: Decimal  # exact, so that 2/3 against a 66.67 gate compares right
+    gate_passed: bool
+    by_category: Mapping[str, CategoryCount]
+
+    @property
+    def pass_rate(self) -> float:
+        """Passed tasks as a percentage of all tasks (0 when there are none)."""
+        return 100.0 * self.passed / self.total if self.total else 0.0

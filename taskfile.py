@@ -1,0 +1,232 @@
+"""Load and validate a task file (format version 1) before any request is sent."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from typing import Any
+
+from jsonkind import kind
+from records import ConfigError, Expect, ExpectRefusal, ExpectTool, Task, TaskFile, Tool
+
+FORMAT_VERSION = 1
+TOP_KEYS = ("version", "tools", "tasks")
+TASK_KEYS = ("id", "category", "prompt", "expect")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs")
+EXPECT_REFUSAL_KEYS = ("refusal",)
+SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def load_task_file(path: str) -> TaskFile:
+    """Read, parse and validate the task file at path; ConfigError names what is wrong."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    checker = _Checker()
+    tools, tasks = checker.task_file(data)
+    if checker.problems:
+        first = checker.problems[0]
+        more = len(checker.problems) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(f"{path}: {first}{suffix}")
+    return TaskFile(path=path, sha256=hashlib.sha256(raw).hexdigest(), tools=tools, tasks=tasks)
+
+
+class _Checker:
+    """Walks the parsed JSON, collecting every problem with its JSON path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        # Tools already reported as broken: tasks naming them get no second, cascading problem.
+        self.broken_tools: set[str] = set()
+        self.tools_unreadable = False
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}")
+
+    def task_file(self, data: Any) -> tuple[tuple[Tool, ...], tuple[Task, ...]]:
+        if not isinstance(data, dict):
+            self.problems.append(f"expected a JSON object at the top level, got {kind(data)}")
+            return (), ()
+        self.unknown_keys(data, TOP_KEYS, "")
+        if "version" not in data:
+            self.problem("version", f"missing (this harness reads task files of version {FORMAT_VERSION})")
+        elif data["version"] != FORMAT_VERSION or isinstance(data["version"], bool):
+            self.problem("version", f"unsupported version {json.dumps(data['version'])} (this harness reads {FORMAT_VERSION})")
+        tools = self.tools(data.get("tools"))
+        tasks = self.tasks(data.get("tasks"), {tool.name: tool for tool in tools})
+        return tools, tasks
+
+    def tools(self, value: Any) -> tuple[Tool, ...]:
+        if not isinstance(value, list):
+            self.problem("tools", f"expected a list of tool objects, got {kind(value)}")
+            self.tools_unreadable = True
+            return ()
+        tools: list[Tool] = []
+        first_seen: dict[str, str] = {}
+        for i, item in enumerate(value):
+            path = f"tools[{i}]"
+            tool = self.tool(item, path)
+            if tool is None:
+                if isinstance(item, dict) and isinstance(item.get("name"), str):
+                    self.broken_tools.add(item["name"])
+                continue
+            if tool.name in first_seen:
+                self.problem(f"{path}.name", f"duplicate tool name {json.dumps(tool.name)} (also {first_seen[tool.name]})")
+                continue
+            first_seen[tool.name] = path
+            tools.append(tool)
+        return tuple(tools)
+
+    def tool(self, item: Any, path: str) -> Tool | None:
+        # Tool entries keep MCP's extra keys (title, annotations, outputSchema...) so they paste as they are.
+        if not isinstance(item, dict):
+            self.problem(path, f"expected a tool object, got {kind(item)}")
+            return None
+        name = self.text(item, "name", path)
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            self.problem(f"{path}.description", f"expected a string, got {kind(description)}")
+        schema = item.get("inputSchema")
+        if schema is None:
+            self.problem(f"{path}.inputSchema", "missing (a JSON Schema object, as in MCP's tools/list)")
+        elif self.input_schema(schema, f"{path}.inputSchema") and name is not None and isinstance(description, str):
+            return Tool(name=name, description=description, input_schema=schema)
+        return None
+
+    def input_schema(self, schema: Any, path: str) -> bool:
+        problems = len(self.problems)
+        if not isinstance(schema, dict):
+            self.problem(path, f"expected a JSON Schema object, got {kind(schema)}")
+            return False
+        if schema.get("type", "object") != "object":
+            self.problem(f"{path}.type", f'expected "object", got {json.dumps(schema["type"])}')
+        properties = schema.get("properties", {})
+        if not isinstance(properties, dict):
+            self.problem(f"{path}.properties", f"expected an object, got {kind(properties)}")
+            properties = {}
+        required = schema.get("required", [])
+        if not _is_list_of_str(required):
+            self.problem(f"{path}.required", "expected a list of strings")
+        else:
+            for j, key in enumerate(required):
+                if key not in properties:
+                    self.problem(f"{path}.required[{j}]", f"{json.dumps(key)} is not in properties{_hint(key, properties)}")
+        return len(self.problems) == problems
+
+    def tasks(self, value: Any, tools: dict[str, Tool]) -> tuple[Task, ...]:
+        if not isinstance(value, list):
+            self.problem("tasks", f"expected a list of tasks, got {kind(value)}")
+            return ()
+        if not value:
+            self.problem("tasks", "the task list is empty")
+        tasks: list[Task] = []
+        first_seen: dict[str, str] = {}
+        for i, item in enumerate(value):
+            path = f"tasks[{i}]"
+            task = self.task(item, path, tools)
+            task_id = item.get("id") if isinstance(item, dict) else None
+            if isinstance(task_id, str) and task_id in first_seen:
+                self.problem(f"{path}.id", f"duplicate id {json.dumps(task_id)} (also {first_seen[task_id]})")
+            elif isinstance(task_id, str):
+                first_seen[task_id] = path
+                if task is not None:
+                    tasks.append(task)
+        return tuple(tasks)
+
+    def task(self, item: Any, path: str, tools: dict[str, Tool]) -> Task | None:
+        if not isinstance(item, dict):
+            self.problem(path, f"expected a task object, got {kind(item)}")
+            return None
+        self.unknown_keys(item, TASK_KEYS, path)
+        task_id = self.text(item, "id", path)
+        if task_id is not None and not SLUG.match(task_id):
+            self.problem(f"{path}.id", f"{json.dumps(task_id)} is not a slug (letters, digits, '.', '_', '-')")
+            task_id = None
+        category = self.text(item, "category", path)
+        prompt = self.text(item, "prompt", path)
+        expect = self.expect(item.get("expect"), f"{path}.expect", tools)
+        if task_id is None or category is None or prompt is None or expect is None:
+            return None
+        return Task(id=task_id, category=category, prompt=prompt, expect=expect)
+
+    def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
+        shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]} or {"refusal": true}'
+        if value is None:
+            self.problem(path, f"missing: expected {shapes}")
+            return None
+        if not isinstance(value, dict):
+            self.problem(path, f"expected {shapes}, got {kind(value)}")
+            return None
+        if "tool" in value and "refusal" in value:
+            self.problem(path, 'has both "tool" and "refusal"; a task expects one or the other')
+            return None
+        if "refusal" in value:
+            self.unknown_keys(value, EXPECT_REFUSAL_KEYS, path)
+            if value["refusal"] is not True:
+                self.problem(f"{path}.refusal", f"expected true, got {json.dumps(value['refusal'])}")
+                return None
+            return ExpectRefusal()
+        if "tool" not in value:
+            self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_REFUSAL_KEYS, path)
+            self.problem(path, f"expected {shapes}")
+            return None
+        self.unknown_keys(value, EXPECT_TOOL_KEYS, path)
+        name = self.text(value, "tool", path)
+        tool = tools.get(name) if name is not None else None
+        if name is not None and tool is None and not self.tools_unreadable and name not in self.broken_tools:
+            self.problem(f"{path}.tool", f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
+        required = value.get("requiredArgs", [])
+        if not _is_list_of_str(required):
+            self.problem(f"{path}.requiredArgs", "expected a list of strings")
+            return None
+        properties = tool.input_schema.get("properties", {}) if tool else {}
+        for j, key in enumerate(required):
+            if required.index(key) != j:
+                self.problem(f"{path}.requiredArgs[{j}]", f"{json.dumps(key)} is listed twice")
+            elif tool is not None and key not in properties:
+                self.problem(
+                    f"{path}.requiredArgs[{j}]",
+                    f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}",
+                )
+        if tool is None:
+            return None
+        return ExpectTool(tool=tool.name, required_args=tuple(required))
+
+    def text(self, obj: dict[str, Any], key: str, path: str) -> str | None:
+        where = f"{path}.{key}" if path else key
+        if key not in obj:
+            self.problem(where, "missing: expected a non-empty string")
+            return None
+        value = obj[key]
+        if not isinstance(value, str) or not value.strip():
+            self.problem(where, f"expected a non-empty string, got {kind(value)}")
+            return None
+        return value
+
+    def unknown_keys(self, obj: dict[str, Any], known: tuple[str, ...], path: str) -> None:
+        for key in obj:
+            if key not in known:
+                where = f"{path}.{key}" if path else key
+                self.problem(where, f"unknown key{_hint(key, known)}")
+
+
+def _hint(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {json.dumps(close[0])}?)" if close else ""
+
+
+def _is_list_of_str(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)

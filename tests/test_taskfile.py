@@ -1,0 +1,61 @@
+"""Task-file loading: every invalid fixture gives its pinned message, every valid one loads."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import unittest
+
+from records import ConfigError, ExpectRefusal, ExpectTool
+from taskfile import load_task_file
+from tests.support import DATA
+
+INVALID = sorted(glob.glob(os.path.join(DATA, "tasks", "invalid", "*.json")))
+VALID = sorted(glob.glob(os.path.join(DATA, "tasks", "valid", "*.json")))
+
+
+class InvalidTaskFiles(unittest.TestCase):
+    def test_fixture_folders_are_not_empty(self) -> None:
+        self.assertGreaterEqual(len(INVALID), 20)
+        self.assertGreaterEqual(len(VALID), 3)
+
+    def test_each_invalid_file_gives_its_message_with_file_and_json_path(self) -> None:
+        for path in INVALID:
+            with self.subTest(os.path.basename(path)):
+                with open(path[: -len(".json")] + ".error", encoding="utf-8") as f:
+                    expected = f.read().rstrip("\n")
+                with self.assertRaises(ConfigError) as caught:
+                    load_task_file(path)
+                self.assertEqual(str(caught.exception), f"{path}: {expected}")
+
+    def test_a_missing_file_names_the_path(self) -> None:
+        path = os.path.join(DATA, "no-such-tasks.json")
+        with self.assertRaises(ConfigError) as caught:
+            load_task_file(path)
+        self.assertEqual(str(caught.exception), f"{path}: cannot read the task file: No such file or directory")
+
+
+class ValidTaskFiles(unittest.TestCase):
+    def test_each_valid_file_loads(self) -> None:
+        for path in VALID:
+            with self.subTest(os.path.basename(path)):
+                task_file = load_task_file(path)
+                self.assertTrue(task_file.tasks)
+                self.assertEqual(len(task_file.sha256), 64)
+
+    def test_expectations_load_as_their_kind(self) -> None:
+        task_file = load_task_file(os.path.join(DATA, "tasks", "valid", "tool-without-params.json"))
+        expects = {task.id: task.expect for task in task_file.tasks}
+        self.assertEqual(expects["tag-one"], ExpectTool("imageman.asset.tag", ("assetIds", "tags")))
+        self.assertEqual(expects["no-leak"], ExpectRefusal())
+        self.assertEqual(expects["ping.1"], ExpectTool("ping", ()))
+
+    def test_the_hash_is_of_the_bytes_on_disk(self) -> None:
+        path = os.path.join(DATA, "tasks", "valid", "utf8-bom.json")
+        with open(path, "rb") as f:
+            self.assertEqual(load_task_file(path).sha256, hashlib.sha256(f.read()).hexdigest())
+
+
+if __name__ == "__main__":
+    unittest.main()
