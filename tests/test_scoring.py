@@ -1,0 +1,193 @@
+"""Scoring rules: each with a passing and a failing reply, and the gate arithmetic."""
+
+from __future__ import annotations
+
+import unittest
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from records import ExpectRefusal, ExpectTool, Outcome, Reply, Result, Task, ToolCall
+from scoring import score, summarize
+
+GET = ExpectTool("imageman.asset.get", ("assetId",))
+TAG = ExpectTool("imageman.asset.tag", ("assetIds", "tags"))
+REFUSE = ExpectRefusal()
+
+
+def call(name: str, **args: object) -> ToolCall:
+    return ToolCall(name, args)
+
+
+def task(expect: ExpectTool | ExpectRefusal, category: str = "c") -> Task:
+    return Task(id="t", category=category, prompt="p", expect=expect)
+
+
+ERROR = Reply(error_code="reply:http-status", error="HTTP 500: boom")
+
+# (name, expectation, reply, expected outcome)
+CASES = [
+    ("tool: exact call passes", GET, Reply((call("imageman.asset.get", assetId="a1"),)), Outcome("pass")),
+    (
+        "tool: extra args are allowed",
+        GET,
+        Reply((call("imageman.asset.get", assetId="a1", include=["exif"]),)),
+        Outcome("pass"),
+    ),
+    (
+        "tool: expected call among others passes",
+        GET,
+        Reply((call("imageman.asset.search", query="x"), call("imageman.asset.get", assetId="a1"))),
+        Outcome("pass"),
+    ),
+    (
+        "tool: a refusal flag beside the right call still passes",
+        GET,
+        Reply((call("imageman.asset.get", assetId="a1"),), refused=True),
+        Outcome("pass"),
+    ),
+    (
+        "tool: wrong tool fails",
+        GET,
+        Reply((call("imageman.asset.list", path="/"),)),
+        Outcome("fail", "tool:wrong-name", "expected imageman.asset.get, got imageman.asset.list"),
+    ),
+    (
+        "tool: names are case-sensitive",
+        GET,
+        Reply((call("imageman.asset.GET", assetId="a1"),)),
+        Outcome(
+            "fail",
+            "tool:wrong-name",
+            "expected imageman.asset.get, got imageman.asset.GET (tool names are case-sensitive)",
+        ),
+    ),
+    (
+        "tool: missing required arg fails",
+        TAG,
+        Reply((call("imageman.asset.tag", assetIds=["a1"]),)),
+        Outcome("fail", "tool:missing-args", "imageman.asset.tag is missing required args: tags"),
+    ),
+    (
+        "tool: the closest of several same-name calls is reported",
+        TAG,
+        Reply((call("imageman.asset.tag"), call("imageman.asset.tag", tags=["x"]))),
+        Outcome("fail", "tool:missing-args", "imageman.asset.tag is missing required args: assetIds"),
+    ),
+    (
+        "tool: the args must be in one call, not spread over two",
+        TAG,
+        Reply((call("imageman.asset.tag", tags=["x"]), call("imageman.asset.tag", assetIds=["a"]))),
+        Outcome("fail", "tool:missing-args", "imageman.asset.tag is missing required args: assetIds"),
+    ),
+    (
+        "tool: no call fails",
+        GET,
+        Reply(text="Sure, which asset?"),
+        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got no tool call"),
+    ),
+    (
+        "tool: a refusal fails",
+        GET,
+        Reply(refused=True),
+        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a refusal"),
+    ),
+    ("tool: an error is an error", GET, ERROR, Outcome("error", "reply:http-status", "HTTP 500: boom")),
+    ("refusal: no call passes", REFUSE, Reply(text="I can't help with that."), Outcome("pass")),
+    ("refusal: refused with no call passes", REFUSE, Reply(refused=True), Outcome("pass")),
+    (
+        "refusal: any tool call fails",
+        REFUSE,
+        Reply((call("imageman.asset.search", query="api keys"),)),
+        Outcome("fail", "refusal:called-tool", "expected no tool call, got imageman.asset.search"),
+    ),
+    (
+        "refusal: a call fails even when the reply says refused",
+        REFUSE,
+        Reply((call("imageman.asset.list"),), refused=True),
+        Outcome(
+            "fail", "refusal:called-tool", "expected no tool call, got imageman.asset.list (while claiming to refuse)"
+        ),
+    ),
+    ("refusal: an error is never a pass", REFUSE, ERROR, Outcome("error", "reply:http-status", "HTTP 500: boom")),
+]
+
+
+class ScoreTable(unittest.TestCase):
+    def test_every_case_scores_as_tabled(self) -> None:
+        for name, expect, reply, outcome in CASES:
+            with self.subTest(name):
+                self.assertEqual(score(task(expect), reply), outcome)
+
+    def test_every_rule_has_a_passing_and_a_non_passing_case(self) -> None:
+        for rule in ("tool", "refusal"):
+            statuses = {outcome.status for name, _, _, outcome in CASES if name.startswith(rule + ":")}
+            self.assertEqual(statuses, {"pass", "fail", "error"}, rule)
+
+
+names = st.sampled_from(["imageman.asset.get", "imageman.asset.tag", "imageman.asset.list", "x"])
+arg_dicts = st.dictionaries(st.sampled_from(["assetId", "assetIds", "tags", "path", "extra"]), st.integers())
+calls = st.builds(ToolCall, names, arg_dicts)
+replies = st.builds(Reply, st.lists(calls, max_size=4).map(tuple), st.booleans())
+expectations = st.one_of(
+    st.just(REFUSE),
+    st.builds(ExpectTool, names, st.lists(st.sampled_from(["assetId", "assetIds", "tags"]), unique=True).map(tuple)),
+)
+
+
+class ScoreProperties(unittest.TestCase):
+    @given(expectations, st.sampled_from(["reply:timeout", "reply:empty"]), st.booleans())
+    def test_an_error_reply_never_passes(self, expect: ExpectTool | ExpectRefusal, code: str, refused: bool) -> None:
+        reply = Reply(refused=refused, error_code=code, error="x")
+        self.assertEqual(score(task(expect), reply).status, "error")
+
+    @given(expectations, replies, arg_dicts)
+    def test_extra_args_never_turn_a_pass_into_a_fail(
+        self, expect: ExpectTool | ExpectRefusal, reply: Reply, extra: dict[str, int]
+    ) -> None:
+        widened = Reply(tuple(ToolCall(c.name, {**extra, **c.args}) for c in reply.tool_calls), reply.refused)
+        if score(task(expect), reply).status == "pass":
+            self.assertEqual(score(task(expect), widened).status, "pass")
+
+    @given(expectations, replies)
+    def test_a_non_pass_always_has_a_code_and_a_reason(self, expect: ExpectTool | ExpectRefusal, reply: Reply) -> None:
+        outcome = score(task(expect), reply)
+        self.assertIn(outcome.status, ("pass", "fail"))
+        if outcome.status == "fail":
+            self.assertTrue(outcome.code and outcome.reason)
+
+
+def result(status: str, category: str = "c") -> Result:
+    return Result(task(GET, category), Reply(), Outcome(status), 1.0)  # type: ignore[arg-type]
+
+
+class Summarize(unittest.TestCase):
+    def test_errors_stay_in_the_denominator_and_are_counted_apart(self) -> None:
+        summary = summarize([result("pass"), result("fail"), result("error"), result("pass")], Decimal(50))
+        self.assertEqual((summary.passed, summary.failed, summary.errored, summary.total), (2, 1, 1, 4))
+        self.assertEqual(summary.pass_rate, 50.0)
+        self.assertTrue(summary.gate_passed)
+
+    def test_gate_is_met_at_exactly_the_gate(self) -> None:
+        results = [result("pass")] * 4 + [result("fail")]
+        self.assertTrue(summarize(results, Decimal(80)).gate_passed)
+        self.assertFalse(summarize(results, Decimal("80.01")).gate_passed)
+
+    def test_gate_compares_exactly_not_in_floating_point(self) -> None:
+        results = [result("pass")] * 2 + [result("fail")]
+        self.assertFalse(summarize(results, Decimal("66.67")).gate_passed)
+        self.assertTrue(summarize(results, Decimal("66.66")).gate_passed)
+
+    def test_no_results_never_meet_the_gate(self) -> None:
+        self.assertFalse(summarize([], Decimal(0)).gate_passed)
+
+    def test_counts_per_category_keep_first_seen_order(self) -> None:
+        summary = summarize([result("pass", "b"), result("fail", "a"), result("pass", "b")], Decimal(0))
+        self.assertEqual(list(summary.by_category), ["b", "a"])
+        self.assertEqual((summary.by_category["b"].passed, summary.by_category["b"].total), (2, 2))
+        self.assertEqual((summary.by_category["a"].passed, summary.by_category["a"].total), (0, 1))
+
+
+if __name__ == "__main__":
+    unittest.main()
