@@ -1,0 +1,62 @@
+"""The agent reply contract: a JSON object with toolCall/toolCalls, refused and text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonkind import kind
+from records import BackendError, Reply, ToolCall
+
+REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
+
+
+def parse_reply(body: Any) -> Reply:
+    """Turn a decoded reply object into a Reply; BackendError when it breaks the contract."""
+    if not isinstance(body, dict):
+        raise BackendError("reply:not-object", f"expected a JSON object, got {kind(body)}")
+    # A blank reply is an error, not a refusal: a crashed agent must not pass the safety task.
+    if not any(key in body for key in REPLY_KEYS):
+        raise BackendError("reply:empty", "the reply holds none of toolCall, toolCalls, refused, text")
+    calls: list[ToolCall] = []
+    if body.get("toolCalls") is not None:
+        if not isinstance(body["toolCalls"], list):
+            raise BackendError("reply:bad-call", f"toolCalls: expected a list, got {kind(body['toolCalls'])}")
+        calls = [_tool_call(item, f"toolCalls[{i}]") for i, item in enumerate(body["toolCalls"])]
+    if body.get("toolCall") is not None:
+        single = _tool_call(body["toolCall"], "toolCall")
+        if not calls:
+            calls = [single]
+        elif single not in calls:
+            raise BackendError("reply:bad-call", "toolCall is not one of toolCalls; send one list, or a toolCall that repeats an entry")
+    refused = body.get("refused")
+    if refused is not None and not isinstance(refused, bool):
+        raise BackendError("reply:bad-refused", f"refused: expected a boolean, got {kind(refused)}")
+    text = body.get("text")
+    if text is not None and not isinstance(text, str):
+        raise BackendError("reply:bad-text", f"text: expected a string, got {kind(text)}")
+    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text)
+
+
+def _tool_call(item: Any, where: str) -> ToolCall:
+    if not isinstance(item, dict):
+        raise BackendError("reply:bad-call", f"{where}: expected an object, got {kind(item)}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise BackendError("reply:bad-call", f"{where}.name: expected a non-empty string, got {kind(name)}")
+    args = item.get("args")
+    if args is None:
+        args = {}
+    elif isinstance(args, str):
+        # OpenAI-style agents pass arguments through as a JSON string.
+        try:
+            args = json.loads(args)
+        except ValueError:
+            raise BackendError("reply:bad-args", f"{where}.args: a string that is not JSON: {_clip(args)}") from None
+    if not isinstance(args, dict):
+        raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {kind(args)}")
+    return ToolCall(name=name, args=args)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return json.dumps(text if len(text) <= limit else text[: limit - 3] + "...")

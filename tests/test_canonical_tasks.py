@@ -1,0 +1,67 @@
+"""The shipped task file: the ten canonical Imageman tasks, and the stub that answers them."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import unittest
+
+from backends.stub import REPLIES_PATH
+from records import ExpectRefusal, ExpectTool
+from taskfile import load_task_file
+from tests.support import CANONICAL_TASKS
+
+CATEGORIES = {
+    "asset.search": (2, "imageman.asset.search"),
+    "asset.get": (1, "imageman.asset.get"),
+    "asset.list": (1, "imageman.asset.list"),
+    "asset.tag": (1, "imageman.asset.tag"),
+    "transform.url": (1, "imageman.transform.url"),
+    "transform.bgRemove": (1, "imageman.transform.bgRemove"),
+    "ai.image.generate": (1, "imageman.ai.image.generate"),
+    "ai.image.edit": (1, "imageman.ai.image.edit"),
+    "safety": (1, None),
+}
+
+
+class CanonicalTasks(unittest.TestCase):
+    def setUp(self) -> None:
+        self.task_file = load_task_file(CANONICAL_TASKS)
+
+    def test_ten_tasks_one_category_per_row_of_the_table(self) -> None:
+        counts = collections.Counter(task.category for task in self.task_file.tasks)
+        self.assertEqual(dict(counts), {category: n for category, (n, _) in CATEGORIES.items()})
+        for task in self.task_file.tasks:
+            with self.subTest(task.id):
+                tool = CATEGORIES[task.category][1]
+                if tool is None:
+                    self.assertEqual(task.expect, ExpectRefusal())
+                else:
+                    self.assertIsInstance(task.expect, ExpectTool)
+                    self.assertEqual(task.expect.tool, tool)
+
+    def test_every_tool_has_a_schema_with_properties(self) -> None:
+        self.assertEqual(len(self.task_file.tools), 8)
+        for tool in self.task_file.tools:
+            with self.subTest(tool.name):
+                self.assertTrue(tool.description)
+                self.assertTrue(tool.input_schema["properties"])
+
+    def test_no_prompt_names_its_tool_or_argument_keys(self) -> None:
+        for task in self.task_file.tasks:
+            if not isinstance(task.expect, ExpectTool):
+                continue
+            with self.subTest(task.id):
+                self.assertNotIn(task.expect.tool.lower(), task.prompt.lower())
+                for key in task.expect.required_args:
+                    self.assertIsNone(re.search(rf"\b{re.escape(key)}\b", task.prompt, re.IGNORECASE), key)
+
+    def test_the_stub_has_a_reply_for_every_prompt_and_no_stale_ones(self) -> None:
+        with open(REPLIES_PATH, encoding="utf-8") as f:
+            replies = json.load(f)
+        self.assertEqual(set(replies), {task.prompt for task in self.task_file.tasks})
+
+
+if __name__ == "__main__":
+    unittest.main()

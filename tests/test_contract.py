@@ -1,0 +1,90 @@
+"""The agent reply contract: which JSON objects are replies, and which are errors."""
+
+from __future__ import annotations
+
+import unittest
+from typing import Any
+
+from backends.contract import parse_reply
+from records import BackendError, Reply, ToolCall
+
+GET = {"name": "imageman.asset.get", "args": {"assetId": "a1"}}
+LIST = {"name": "imageman.asset.list", "args": {"path": "/"}}
+
+# (name, body, the Reply it parses to)
+VALID: list[tuple[str, Any, Reply]] = [
+    ("one toolCall", {"toolCall": GET}, Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),))),
+    (
+        "a toolCalls list keeps its order",
+        {"toolCalls": [LIST, GET]},
+        Reply((ToolCall("imageman.asset.list", {"path": "/"}), ToolCall("imageman.asset.get", {"assetId": "a1"}))),
+    ),
+    (
+        "a toolCall repeating an entry of toolCalls is not counted twice",
+        {"toolCall": GET, "toolCalls": [LIST, GET]},
+        Reply((ToolCall("imageman.asset.list", {"path": "/"}), ToolCall("imageman.asset.get", {"assetId": "a1"}))),
+    ),
+    (
+        "args as a JSON string (OpenAI style)",
+        {"toolCall": {"name": "imageman.asset.get", "args": '{"assetId": "a1"}'}},
+        Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),)),
+    ),
+    ("args left out are empty", {"toolCall": {"name": "ping"}}, Reply((ToolCall("ping", {}),))),
+    ("an explicit null toolCall is no call", {"toolCall": None}, Reply()),
+    ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.")),
+    ("text alone is no call", {"text": "Which asset?"}, Reply(text="Which asset?")),
+    ("unknown fields are ignored", {"toolCall": None, "traceId": "x"}, Reply()),
+    ("null optional fields count as absent", {"toolCall": GET, "refused": None, "text": None}, Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),))),
+]
+
+# (name, body, error code, reason)
+INVALID: list[tuple[str, Any, str, str]] = [
+    ("a list", [GET], "reply:not-object", "expected a JSON object, got a list"),
+    ("a string", "ok", "reply:not-object", 'expected a JSON object, got the string "ok"'),
+    ("an empty object", {}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
+    ("only unknown fields", {"status": "ok"}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
+    ("refused as a string", {"refused": "yes"}, "reply:bad-refused", 'refused: expected a boolean, got the string "yes"'),
+    ("refused as a number", {"refused": 1}, "reply:bad-refused", "refused: expected a boolean, got a number"),
+    ("text as an object", {"text": {"a": 1}}, "reply:bad-text", "text: expected a string, got an object"),
+    ("toolCall without a name", {"toolCall": {"args": {}}}, "reply:bad-call", "toolCall.name: expected a non-empty string, got null"),
+    ("toolCall as a string", {"toolCall": "imageman.asset.get"}, "reply:bad-call", 'toolCall: expected an object, got the string "imageman.asset.get"'),
+    ("toolCalls not a list", {"toolCalls": GET}, "reply:bad-call", "toolCalls: expected a list, got an object"),
+    ("a bad entry in toolCalls", {"toolCalls": [GET, 3]}, "reply:bad-call", "toolCalls[1]: expected an object, got a number"),
+    (
+        "toolCall disagreeing with toolCalls",
+        {"toolCall": GET, "toolCalls": [LIST]},
+        "reply:bad-call",
+        "toolCall is not one of toolCalls; send one list, or a toolCall that repeats an entry",
+    ),
+    ("args as a list", {"toolCall": {"name": "x", "args": [1]}}, "reply:bad-args", "toolCall.args: expected an object, got a list"),
+    (
+        "args as a string that is not JSON",
+        {"toolCall": {"name": "x", "args": "{assetId: a1"}},
+        "reply:bad-args",
+        'toolCall.args: a string that is not JSON: "{assetId: a1"',
+    ),
+    (
+        "args as a JSON string of a list",
+        {"toolCall": {"name": "x", "args": "[1, 2]"}},
+        "reply:bad-args",
+        "toolCall.args: expected an object, got a list",
+    ),
+]
+
+
+class ParseReply(unittest.TestCase):
+    def test_valid_bodies_parse_to_their_reply(self) -> None:
+        for name, body, reply in VALID:
+            with self.subTest(name):
+                self.assertEqual(parse_reply(body), reply)
+
+    def test_invalid_bodies_are_errors_with_a_code_and_reason(self) -> None:
+        for name, body, code, reason in INVALID:
+            with self.subTest(name):
+                with self.assertRaises(BackendError) as caught:
+                    parse_reply(body)
+                self.assertEqual((caught.exception.code, caught.exception.reason), (code, reason))
+
+
+if __name__ == "__main__":
+    unittest.main()
