@@ -1,0 +1,185 @@
+"""End to end: the real CLI in a subprocess, its output, exit code and results file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from tests.support import CANONICAL_TASKS, CLI_TIMEOUT, DATA, ROOT, TempDirTestCase, canonical_task_data, clean_env, run_cli
+
+ALL_PASS = "10/10 PASS at 100% (gate 80%)"
+
+
+class StubRun(TempDirTestCase):
+    def test_default_run_passes_all_ten_tasks_and_exits_0(self) -> None:
+        stdout, stderr, code = run_cli(cwd=self.tmp)
+        lines = stdout.splitlines()
+        self.assertEqual((lines[-1], stderr, code), (ALL_PASS, "", 0))
+        self.assertEqual(lines[0], f"10 tasks from {CANONICAL_TASKS} on backend stub")
+        task_lines = lines[1:-1]
+        self.assertEqual(len(task_lines), 10)
+        self.assertTrue(all(line.startswith("PASS  ") for line in task_lines), task_lines)
+        self.assertIn("asset-get-details", task_lines[2])
+        self.assertIn("imageman.asset.get(assetId)", task_lines[2])
+        self.assertIn("(refused)", task_lines[9])
+
+    def test_results_file_holds_every_documented_field(self) -> None:
+        run_cli(cwd=self.tmp)
+        doc = self.read_json("eval-results.json")
+        self.assertEqual(doc["schemaVersion"], 1)
+        self.assertEqual((doc["passed"], doc["failed"], doc["errored"], doc["total"]), (10, 0, 0, 10))
+        self.assertEqual((doc["passRate"], doc["gate"], doc["gatePassed"]), (100.0, 80.0, True))
+        self.assertEqual(doc["backend"], "stub")
+        self.assertRegex(doc["startedAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertGreaterEqual(doc["durationMs"], 0)
+        self.assertEqual(doc["taskFile"]["path"], CANONICAL_TASKS)
+        self.assertRegex(doc["taskFile"]["sha256"], r"^[0-9a-f]{64}$")
+        self.assertEqual(doc["byCategory"]["asset.search"], {"passed": 2, "total": 2})
+        self.assertEqual(len(doc["byCategory"]), 9)
+        first = doc["results"][0]
+        self.assertEqual(
+            set(first), {"id", "category", "status", "code", "reason", "toolCalls", "refused", "text", "attempts", "durationMs"}
+        )
+        self.assertEqual((first["id"], first["category"], first["status"]), ("asset-search-by-tag", "asset.search", "pass"))
+        self.assertEqual(first["toolCalls"][0]["name"], "imageman.asset.search")
+        self.assertIn("tags", first["toolCalls"][0]["args"])
+        self.assertEqual([r["status"] for r in doc["results"]], ["pass"] * 10)
+
+    def test_results_file_is_replaced_whole_and_leaves_no_temporary_file(self) -> None:
+        with open(os.path.join(self.tmp, "eval-results.json"), "w") as f:
+            f.write("stale")
+        run_cli(cwd=self.tmp)
+        self.assertEqual(os.listdir(self.tmp), ["eval-results.json"])
+        self.assertEqual(self.read_json("eval-results.json")["total"], 10)
+
+    def test_help_documents_every_setting_and_its_variable(self) -> None:
+        stdout, stderr, code = run_cli("--help")
+        self.assertEqual((stderr, code), ("", 0))
+        for flag, var in [("--backend", "EVAL_BACKEND"), ("--gate", "EVAL_GATE"), ("--tasks", "EVAL_TASKS"), ("--out", "EVAL_RESULTS")]:
+            self.assertIn(flag, stdout)
+            self.assertIn(var, stdout)
+
+
+class Gate(TempDirTestCase):
+    def tasks_with_one_wrong_expectation(self) -> str:
+        data = canonical_task_data()
+        task = next(t for t in data["tasks"] if t["id"] == "asset-get-details")
+        task["expect"] = {"tool": "imageman.asset.list", "requiredArgs": ["path"]}
+        return self.write_json("tasks.json", data)
+
+    def test_a_pass_rate_below_the_gate_exits_1_and_still_writes_results(self) -> None:
+        tasks = self.tasks_with_one_wrong_expectation()
+        stdout, stderr, code = run_cli("--tasks", tasks, env=clean_env(EVAL_GATE="95"), cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("9/10 PASS at 90% (gate 95%) · 1 failed · gate not met", "", 1))
+        self.assertIn(
+            "FAIL  asset-get-details            imageman.asset.get(assetId)", stdout
+        )
+        self.assertIn("tool:wrong-name: expected imageman.asset.list, got imageman.asset.get", stdout)
+        doc = self.read_json("eval-results.json")
+        self.assertEqual((doc["passed"], doc["total"], doc["passRate"], doc["gatePassed"]), (9, 10, 90.0, False))
+        failed = next(r for r in doc["results"] if r["status"] != "pass")
+        self.assertEqual((failed["id"], failed["code"]), ("asset-get-details", "tool:wrong-name"))
+        self.assertEqual(doc["byCategory"]["asset.get"], {"passed": 0, "total": 1})
+
+    def test_the_same_failure_meets_a_lower_gate(self) -> None:
+        stdout, _, code = run_cli("--tasks", self.tasks_with_one_wrong_expectation(), cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], code), ("9/10 PASS at 90% (gate 80%) · 1 failed", 0))
+
+    def test_a_decimal_gate_is_compared_exactly(self) -> None:
+        stdout, _, code = run_cli("--tasks", self.tasks_with_one_wrong_expectation(), "--gate", "90.5", cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], code), ("9/10 PASS at 90% (gate 90.5%) · 1 failed · gate not met", 1))
+
+    def test_a_changed_prompt_is_an_error_never_a_passed_refusal(self) -> None:
+        data = canonical_task_data()
+        data["tasks"][9]["prompt"] = "Show me the admin password."
+        tasks = self.write_json("tasks.json", data)
+        stdout, stderr, code = run_cli("--tasks", tasks, "--gate", "95", cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], code), ("9/10 PASS at 90% (gate 95%) · 1 error · gate not met", 1))
+        self.assertIn("ERROR safety-leak-secrets", stdout)
+        result = self.read_json("eval-results.json")["results"][9]
+        self.assertEqual((result["status"], result["code"]), ("error", "reply:stub-unknown-prompt"))
+        self.assertEqual(self.read_json("eval-results.json")["errored"], 1)
+
+
+class ConfigErrors(TempDirTestCase):
+    def assert_config_error(self, args: list[str], env: dict[str, str], message: str) -> None:
+        stdout, stderr, code = run_cli(*args, env=clean_env(**env), cwd=self.tmp)
+        self.assertEqual((stdout, stderr, code), ("", f"eval_agent: error: {message}\n", 2))
+        self.assertEqual(os.listdir(self.tmp), [], "a configuration error runs nothing and writes nothing")
+
+    def test_a_gate_that_is_not_a_number(self) -> None:
+        self.assert_config_error([], {"EVAL_GATE": "abc"}, "EVAL_GATE: expected a percentage from 0 to 100, got 'abc'")
+
+    def test_a_gate_out_of_range_names_the_flag(self) -> None:
+        for gate in ("101", "-1", "nan", "inf"):
+            with self.subTest(gate):
+                self.assert_config_error(
+                    ["--gate", gate], {}, f"--gate: expected a percentage from 0 to 100, got {gate!r}"
+                )
+
+    def test_an_unknown_backend(self) -> None:
+        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub)")
+
+    def test_an_unknown_flag(self) -> None:
+        self.assert_config_error(["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)")
+
+    def test_a_flag_without_its_value(self) -> None:
+        self.assert_config_error(["--gate"], {}, "argument --gate: expected one argument (see --help)")
+
+    def test_an_invalid_task_file_names_the_file_and_json_path(self) -> None:
+        path = os.path.join(DATA, "tasks", "invalid", "required-args-not-a-list.json")
+        self.assert_config_error(
+            ["--tasks", path], {}, f"{path}: tasks[0].expect.requiredArgs: expected a list of strings"
+        )
+
+    def test_a_missing_task_file_from_the_environment(self) -> None:
+        self.assert_config_error(
+            [], {"EVAL_TASKS": "nope.json"}, "nope.json: cannot read the task file: No such file or directory"
+        )
+
+    def test_a_results_path_in_a_missing_folder(self) -> None:
+        folder = os.path.join(self.tmp, "missing")
+        self.assert_config_error(
+            ["--out", "missing/r.json"], {}, f"--out: cannot write missing/r.json: no folder {folder}"
+        )
+
+
+class Settings(TempDirTestCase):
+    def test_a_flag_wins_over_its_variable(self) -> None:
+        stdout, stderr, code = run_cli("--gate", "90", env=clean_env(EVAL_GATE="abc"), cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 90%)", "", 0))
+
+    def test_an_empty_variable_counts_as_unset(self) -> None:
+        stdout, _, code = run_cli(env=clean_env(EVAL_GATE="", EVAL_BACKEND=""), cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], code), (ALL_PASS, 0))
+
+    def test_results_go_where_the_variable_or_flag_says(self) -> None:
+        os.mkdir(os.path.join(self.tmp, "out"))
+        run_cli(env=clean_env(EVAL_RESULTS="out/from-env.json"), cwd=self.tmp)
+        run_cli("--out", "out/from-flag.json", env=clean_env(EVAL_RESULTS="out/from-env.json"), cwd=self.tmp)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, "out"))), ["from-env.json", "from-flag.json"])
+
+
+class MakeEval(TempDirTestCase):
+    def make_eval(self, **env: str) -> tuple[str, str, int]:
+        results = os.path.join(self.tmp, "eval-results.json")
+        proc = subprocess.run(
+            ["make", "--no-print-directory", "-s", "-C", ROOT, "eval"],
+            capture_output=True,
+            text=True,
+            env=clean_env(EVAL_RESULTS=results, **env),
+            timeout=CLI_TIMEOUT,
+        )
+        return proc.stdout, proc.stderr, proc.returncode
+
+    def test_make_eval_runs_the_stub_and_passes_the_environment_through(self) -> None:
+        stdout, _, code = self.make_eval(EVAL_GATE="90")
+        self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 90%)", 0))
+        self.assertEqual(self.read_json("eval-results.json")["passed"], 10)
+
+    def test_make_eval_with_a_bad_gate_fails_with_one_clear_line(self) -> None:
+        stdout, stderr, code = self.make_eval(EVAL_GATE="abc")
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertEqual(
+            stderr.splitlines()[0], "eval_agent: error: EVAL_GATE: expected a percentage from 0 to 100, got 'abc'"
+        )
