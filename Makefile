@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 
 ## eval: run the harness (settings come from EVAL_* variables, e.g. EVAL_GATE=90 make eval)
 eval:
-	$(PYTHON) eval_agent.py
+	@$(PYTHON) eval_agent.py
 
 ## test: install the test-only tools into .venv if missing, then run every test
 test: $(VENV)/.installed
