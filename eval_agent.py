@@ -2,87 +2,26 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+import queue
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
+from types import FrameType
 
 from backends import BACKENDS, Backend, agent_request
+from config import HARNESS_VERSION, parse_config
 from records import BackendError, ConfigError, Reply, Result, Task
 from report import result_line, results_document, summary_line, write_json_atomic
 from scoring import score, summarize
 from taskfile import load_task_file
 
-HARNESS_VERSION = "0.1.0"
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TASKS = os.path.join(HERE, "eval-tasks.json")
-DEFAULT_RESULTS = "eval-results.json"
-DEFAULT_GATE = "80"
-
-
-@dataclass(frozen=True)
-class Config:
-    """The settings of one run, from flags over environment variables over defaults."""
-
-    backend: str
-    gate: Decimal
-    tasks_path: str
-    results_path: str
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as a ConfigError: one line, exit 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{message} (see --help)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line; every flag has an environment variable, and the flag wins."""
-    parser = _Parser(
-        prog="eval_agent.py",
-        description=__doc__,
-        epilog="Exit codes: 0 gate met, 1 gate not met, 2 usage or configuration error.",
-    )
-    parser.add_argument("--backend", help=f"where prompts go: {', '.join(BACKENDS)} (EVAL_BACKEND, default stub)")
-    parser.add_argument("--gate", help=f"minimum pass-rate in percent, 0-100 (EVAL_GATE, default {DEFAULT_GATE})")
-    parser.add_argument("--tasks", metavar="FILE", help="task file (EVAL_TASKS, default eval-tasks.json beside this script)")
-    parser.add_argument("--out", metavar="FILE", help=f"results file (EVAL_RESULTS, default {DEFAULT_RESULTS})")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {HARNESS_VERSION}")
-    return parser
-
-
-def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Config:
-    """Resolve every setting; ConfigError names the flag or variable that is wrong."""
-    args = build_parser().parse_args(argv)
-
-    def setting(flag: str, value: str | None, var: str, default: str) -> tuple[str, str]:
-        if value is not None:
-            return value, flag
-        if environ.get(var):
-            return environ[var], var
-        return default, var
-
-    backend, where = setting("--backend", args.backend, "EVAL_BACKEND", "stub")
-    if backend not in BACKENDS:
-        raise ConfigError(f"{where}: unknown backend {backend!r} (choose from: {', '.join(BACKENDS)})")
-    gate_text, where = setting("--gate", args.gate, "EVAL_GATE", DEFAULT_GATE)
-    try:
-        gate = Decimal(gate_text.strip())
-    except InvalidOperation:
-        gate = Decimal("NaN")
-    if not gate.is_finite() or not 0 <= gate <= 100:
-        raise ConfigError(f"{where}: expected a percentage from 0 to 100, got {gate_text!r}")
-    tasks_path, _ = setting("--tasks", args.tasks, "EVAL_TASKS", DEFAULT_TASKS)
-    results_path, where = setting("--out", args.out, "EVAL_RESULTS", DEFAULT_RESULTS)
-    folder = os.path.dirname(os.path.abspath(results_path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"{where}: cannot write {results_path}: no folder {folder}")
-    return Config(backend=backend, gate=gate, tasks_path=tasks_path, results_path=results_path)
+# Error codes that mean the agent was never really asked: if every task ends in one, exit 3.
+UNREACHABLE = {"reply:connect", "reply:tls", "reply:auth"}
+EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def run_task(backend: Backend, task: Task) -> Result:
@@ -96,49 +35,113 @@ def run_task(backend: Backend, task: Task) -> Result:
     return Result(task=task, reply=reply, outcome=score(task, reply), duration_ms=duration_ms)
 
 
-def run_tasks(backend: Backend, tasks: Sequence[Task], on_result: Callable[[Result], None]) -> list[Result]:
-    """Run every task in task-file order, reporting each result as it comes."""
-    results = []
-    for task in tasks:
-        result = run_task(backend, task)
-        on_result(result)
-        results.append(result)
-    return results
+def run_tasks(
+    backend: Backend, tasks: Sequence[Task], concurrency: int, on_result: Callable[[Result], None]
+) -> tuple[list[Result], bool]:
+    """Run tasks `concurrency` at a time; report and return results in task-file order, and whether Ctrl-C cut the run short."""
+    todo = iter(enumerate(tasks))
+    todo_lock = threading.Lock()
+    stop = threading.Event()
+    done: queue.SimpleQueue[tuple[int, Result | BaseException]] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while not stop.is_set():
+            with todo_lock:
+                item = next(todo, None)
+            if item is None:
+                return
+            index, task = item
+            try:
+                done.put((index, run_task(backend, task)))
+            except BaseException as exc:  # a bug, not a verdict: hand it to the main thread
+                done.put((index, exc))
+                return
+
+    # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
+    for _ in range(min(concurrency, len(tasks))):
+        threading.Thread(target=worker, daemon=True).start()
+    finished: dict[int, Result] = {}
+    results: list[Result] = []
+    try:
+        while len(results) < len(tasks):
+            index, outcome = done.get()
+            if isinstance(outcome, BaseException):
+                raise outcome
+            finished[index] = outcome
+            while len(results) in finished:
+                results.append(finished.pop(len(results)))
+                on_result(results[-1])
+    except KeyboardInterrupt:
+        stop.set()
+        for index in sorted(finished):
+            results.append(finished[index])
+            on_result(finished[index])
+        return results, True
+    return results, False
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Load, run, score, report, gate."""
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         config = parse_config(argv, os.environ)
         task_file = load_task_file(config.tasks_path)
-        backend = BACKENDS[config.backend]()
+        backend = BACKENDS[config.backend](config)
     except ConfigError as exc:
         print(f"eval_agent: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
+    settings = backend.describe()
     started_at = datetime.now(timezone.utc)
     started = time.perf_counter()
-    print(f"{len(task_file.tasks)} tasks from {task_file.path} on backend {config.backend}")
+    where = f" at {settings['url']}" if "url" in settings else ""
+    print(f"{len(task_file.tasks)} tasks from {task_file.path} on backend {config.backend}{where}", flush=True)
     id_width = max(len(task.id) for task in task_file.tasks)
-    results = run_tasks(backend, task_file.tasks, lambda result: print(result_line(result, id_width), flush=True))
-    summary = summarize(results, config.gate)
+    results, interrupted = run_tasks(
+        backend, task_file.tasks, config.concurrency, lambda result: print(result_line(result, id_width), flush=True)
+    )
+    # The results are in: a late Ctrl-C must not leave them unwritten.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ran = {result.task.id for result in results}
+    not_run = [task.id for task in task_file.tasks if task.id not in ran]
+    summary = summarize(results, config.gate, len(not_run))
 
     document = results_document(
         harness_version=HARNESS_VERSION,
+        run_id=config.run_id,
         backend=config.backend,
+        backend_settings=settings,
         task_file={"path": task_file.path, "sha256": task_file.sha256},
         started_at=started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         duration_ms=(time.perf_counter() - started) * 1000,
         summary=summary,
         results=results,
+        interrupted=interrupted,
+        not_run=not_run,
     )
     try:
         write_json_atomic(config.results_path, document)
     except OSError as exc:
         print(f"eval_agent: error: cannot write {config.results_path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    print(summary_line(summary))
-    return 0 if summary.gate_passed else 1
+        return EXIT_CONFIG
+    print(summary_line(summary), flush=True)
+
+    if interrupted:
+        print(f"eval_agent: interrupted after {len(results)} of {len(task_file.tasks)} tasks", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if results and all(result.reply.error_code in UNREACHABLE for result in results):
+        first = results[0].reply
+        verb = "was refused by" if first.error_code == "reply:auth" else "could not reach"
+        print(f"eval_agent: error: {verb} {settings.get('url', config.backend)}: {first.error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    return EXIT_GATE_MET if summary.gate_passed else EXIT_GATE_FAILED
 
 
 if __name__ == "__main__":

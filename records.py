@@ -17,10 +17,11 @@ class ConfigError(Exception):
 class BackendError(Exception):
     """The backend could not produce a valid reply; becomes an error reply."""
 
-    def __init__(self, code: str, reason: str) -> None:
+    def __init__(self, code: str, reason: str, attempts: int = 1) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
         self.reason = reason
+        self.attempts = attempts
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,9 @@ class Reply:
     attempts: int = 1
 
     @classmethod
-    def failed(cls, err: BackendError, attempts: int = 1) -> Reply:
+    def failed(cls, err: BackendError) -> Reply:
         """The error reply for a backend failure."""
-        return cls(error_code=err.code, error=err.reason, attempts=attempts)
+        return cls(error_code=err.code, error=err.reason, attempts=err.attempts)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class Summary:
     gate: Decimal  # exact, so that 2/3 against a 66.67 gate compares right
     gate_passed: bool
     by_category: Mapping[str, CategoryCount]
+    not_run: int = 0
 
     @property
     def pass_rate(self) -> float:

@@ -46,8 +46,8 @@ def _missing_args(expect: ExpectTool, call: ToolCall) -> list[str]:
     return [key for key in expect.required_args if key not in call.args]
 
 
-def summarize(results: Sequence[Result], gate: Decimal) -> Summary:
-    """Count outcomes overall and per category, and decide the gate."""
+def summarize(results: Sequence[Result], gate: Decimal, not_run: int = 0) -> Summary:
+    """Count outcomes overall and per category, and decide the gate; a run cut short never meets it."""
     passed = sum(result.outcome.status == "pass" for result in results)
     errored = sum(result.outcome.status == "error" for result in results)
     total = len(results)
@@ -63,6 +63,7 @@ def summarize(results: Sequence[Result], gate: Decimal) -> Summary:
         errored=errored,
         total=total,
         gate=gate,
-        gate_passed=total > 0 and passed * 100 >= gate * total,
+        gate_passed=total > 0 and not_run == 0 and passed * 100 >= gate * total,
         by_category=categories,
+        not_run=not_run,
     )

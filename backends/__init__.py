@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from records import AgentRequest, Reply, Task
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 class Backend(Protocol):
@@ -15,16 +18,27 @@ class Backend(Protocol):
         """Raise BackendError when no valid reply can be had."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """The backend's settings with every secret masked, for the console and the results."""
+        ...
+
 
 def agent_request(task: Task) -> AgentRequest:
     """What the agent receives for a task: its id and prompt, never its expectation."""
     return AgentRequest(task_id=task.id, prompt=task.prompt)
 
 
-def _stub() -> Backend:
+# Each factory imports its module on use, so a stub run never loads http or ssl.
+def _stub(config: Config) -> Backend:
     from backends.stub import StubBackend
 
     return StubBackend()
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"stub": _stub}
+def _http(config: Config) -> Backend:
+    from backends.http_agent import HttpAgentBackend
+
+    return HttpAgentBackend(config)
+
+
+BACKENDS: dict[str, Callable[[Config], Backend]] = {"stub": _stub, "http": _http}

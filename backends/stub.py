@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from backends.contract import parse_reply
 from records import AgentRequest, BackendError, Reply
@@ -18,6 +19,10 @@ class StubBackend:
         with open(replies_path, encoding="utf-8") as f:
             self.replies: dict[str, object] = json.load(f)
         self.requests: list[AgentRequest] = []
+
+    def describe(self) -> dict[str, Any]:
+        """The stub has no settings."""
+        return {}
 
     def run(self, request: AgentRequest) -> Reply:
         """Reply as the fixture says; an unknown prompt is an error, so a changed task cannot pass silently."""

@@ -118,7 +118,7 @@ class ConfigErrors(TempDirTestCase):
                 )
 
     def test_an_unknown_backend(self) -> None:
-        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub)")
+        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http)")
 
     def test_an_unknown_flag(self) -> None:
         self.assert_config_error(["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)")

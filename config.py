@@ -1,0 +1,206 @@
+"""The settings of a run: flags over EVAL_* environment variables over defaults."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlsplit
+
+from backends import BACKENDS
+from records import ConfigError
+
+HARNESS_VERSION = "0.2.0"
+DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval-tasks.json")
+DEFAULT_RESULTS = "eval-results.json"
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# Headers the harness owns: the body's framing and type are ours to set.
+RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
+RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
+EXIT_CODES = "0 gate met, 1 gate not met, 2 usage or configuration error, 3 agent unreachable, 130 interrupted"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything one run needs to know; secrets stay out of its repr."""
+
+    backend: str
+    gate: Decimal
+    tasks_path: str
+    results_path: str
+    run_id: str
+    agent_url: str | None = None
+    agent_token: str | None = field(default=None, repr=False)
+    agent_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    agent_body: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    timeout: float = 60.0
+    retries: int = 2
+    concurrency: int = 4
+    max_response_bytes: int = 10 * 1024 * 1024
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as a ConfigError: one line, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; every flag has an environment variable, and the flag wins."""
+    parser = _Parser(
+        prog="eval_agent.py",
+        description="Evaluate a tool-using agent against canonical tasks and gate the release on its pass-rate.",
+        epilog=f"Exit codes: {EXIT_CODES}. The agent's token (EVAL_AGENT_TOKEN) and extra headers "
+        "(EVAL_AGENT_HEADERS, a JSON object) are read from the environment only, never from flags.",
+    )
+    add = parser.add_argument
+    add("--backend", help="where prompts go: stub or http (EVAL_BACKEND; default http when an agent URL is set, else stub)")
+    add("--gate", metavar="PERCENT", help="minimum pass-rate in percent, 0-100 (EVAL_GATE, default 80)")
+    add("--tasks", metavar="FILE", help="task file (EVAL_TASKS, default eval-tasks.json beside this script)")
+    add("--out", metavar="FILE", help=f"results file (EVAL_RESULTS, default {DEFAULT_RESULTS})")
+    add("--agent-url", metavar="URL", help="http backend: the agent's full endpoint, POSTed to as given (EVAL_AGENT_URL)")
+    add("--agent-body", metavar="JSON", help="http backend: a JSON object merged into every request body (EVAL_AGENT_BODY)")
+    add("--timeout", metavar="SECONDS", help="seconds per request, all of it (EVAL_TIMEOUT, default 60)")
+    add("--retries", metavar="N", help="retries of a connection error, timeout, 429, 502, 503, 504 (EVAL_RETRIES, default 2)")
+    add("--concurrency", metavar="N", help="tasks in flight at once (EVAL_CONCURRENCY, default 4)")
+    add("--max-response-bytes", metavar="N", help="largest reply body read (EVAL_MAX_RESPONSE_BYTES, default 10 MiB)")
+    add("--version", action="version", version=f"%(prog)s {HARNESS_VERSION}")
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Config:
+    """Resolve every setting; ConfigError names the flag or variable that is wrong."""
+    args = build_parser().parse_args(argv)
+
+    def setting(flag: str, var: str) -> tuple[str | None, str]:
+        """The raw value and where it came from; an empty variable counts as unset."""
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            return value, flag
+        return environ.get(var) or None, var
+
+    agent_url, url_where = setting("--agent-url", "EVAL_AGENT_URL")
+    backend, where = setting("--backend", "EVAL_BACKEND")
+    backend = backend or ("http" if agent_url else "stub")
+    if backend not in BACKENDS:
+        raise ConfigError(f"{where}: unknown backend {backend!r} (choose from: {', '.join(BACKENDS)})")
+
+    gate_text, where = setting("--gate", "EVAL_GATE")
+    tasks_path, _ = setting("--tasks", "EVAL_TASKS")
+    results_path, results_where = setting("--out", "EVAL_RESULTS")
+    results_path = results_path or DEFAULT_RESULTS
+    folder = os.path.dirname(os.path.abspath(results_path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{results_where}: cannot write {results_path}: no folder {folder}")
+
+    config = Config(
+        backend=backend,
+        gate=_gate(gate_text or "80", where),
+        tasks_path=tasks_path or DEFAULT_TASKS,
+        results_path=results_path,
+        run_id=uuid.uuid4().hex,
+        timeout=_number(*setting("--timeout", "EVAL_TIMEOUT"), float, 60.0, 0.001, 3600.0),
+        retries=_number(*setting("--retries", "EVAL_RETRIES"), int, 2, 0, 10),
+        concurrency=_number(*setting("--concurrency", "EVAL_CONCURRENCY"), int, 4, 1, 256),
+        max_response_bytes=_number(*setting("--max-response-bytes", "EVAL_MAX_RESPONSE_BYTES"), int, 10 * 1024 * 1024, 1, 2**40),
+    )
+    if backend != "http":
+        return config
+    if agent_url is None:
+        raise ConfigError("EVAL_AGENT_URL: required by the http backend (or give --agent-url)")
+    agent_url = _agent_url(agent_url, url_where)
+    body_text, body_where = setting("--agent-body", "EVAL_AGENT_BODY")
+    token = environ.get("EVAL_AGENT_TOKEN") or None
+    headers = _headers(environ.get("EVAL_AGENT_HEADERS") or "{}")
+    if token and ("@" in urlsplit(agent_url).netloc or any(name.lower() == "authorization" for name in headers)):
+        raise ConfigError(f"EVAL_AGENT_TOKEN: set, and {url_where} or EVAL_AGENT_HEADERS carries credentials too; give one")
+    return replace(
+        config,
+        agent_url=agent_url,
+        agent_token=token,
+        agent_headers=headers,
+        agent_body=_body(body_text or "{}", body_where),
+    )
+
+
+def redact_url(url: str) -> str:
+    """The URL with any userinfo and query string masked, for printing and results."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return "(hidden)" if "@" in url or "?" in url else url
+    host = parts.netloc.rpartition("@")[2]
+    userinfo = "***@" if "@" in parts.netloc else ""
+    query = "?***" if parts.query else ""
+    return f"{parts.scheme}://{userinfo}{host}{parts.path}{query}"
+
+
+def _gate(text: str, where: str) -> Decimal:
+    try:
+        gate = Decimal(text.strip())
+    except InvalidOperation:
+        gate = Decimal("NaN")
+    if not gate.is_finite() or not 0 <= gate <= 100:
+        raise ConfigError(f"{where}: expected a percentage from 0 to 100, got {text!r}")
+    return gate
+
+
+def _number(text: str | None, where: str, kind: type, default: Any, low: Any, high: Any) -> Any:
+    if text is None:
+        return default
+    what = "a whole number" if kind is int else "a number"
+    try:
+        value = kind(text.strip())
+    except ValueError:
+        value = None
+    if value is None or value != value or not low <= value <= high:
+        raise ConfigError(f"{where}: expected {what} from {low} to {high}, got {text!r}")
+    return value
+
+
+def _agent_url(url: str, where: str) -> str:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(f"{where}: not a valid URL: {redact_url(url)}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: expected an http:// or https:// URL with a host, got {redact_url(url)!r}")
+    return url
+
+
+def _headers(text: str) -> dict[str, str]:
+    # Header values are secrets: messages name the variable and the header, never a value.
+    try:
+        headers = json.loads(text)
+    except ValueError:
+        raise ConfigError("EVAL_AGENT_HEADERS: expected a JSON object of header names to strings, got invalid JSON") from None
+    if not isinstance(headers, dict):
+        raise ConfigError("EVAL_AGENT_HEADERS: expected a JSON object of header names to strings")
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise ConfigError(f"EVAL_AGENT_HEADERS: {name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ConfigError(f"EVAL_AGENT_HEADERS: {name} is set by the harness and cannot be overridden")
+        if not isinstance(value, str) or "\r" in value or "\n" in value:
+            raise ConfigError(f"EVAL_AGENT_HEADERS: the value of {name} must be a one-line string")
+    return headers
+
+
+def _body(text: str, where: str) -> dict[str, Any]:
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: expected a JSON object, got invalid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    for key in RESERVED_BODY_KEYS:
+        if key in body:
+            raise ConfigError(f"{where}: cannot set {key!r}; the harness sends it")
+    return body
