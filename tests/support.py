@@ -17,9 +17,16 @@ DATA = os.path.join(ROOT, "tests", "data")
 CLI_TIMEOUT = 60
 
 
+PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+
+
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The current environment without any EVAL_* setting, plus overrides."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("EVAL_")}
+    """The current environment without any EVAL_* setting or proxy, plus overrides."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("EVAL_") and key.lower() not in PROXY_VARIABLES
+    }
     env.update(overrides)
     return env
 
