@@ -1,0 +1,145 @@
+"""How much the harness adds on top of the agent: efficiency, overhead, memory and cold start.
+
+Run: python3 bench/http_overhead.py        (about half a minute on 2 cores)
+
+Starts a loopback agent (stdlib ThreadingHTTPServer, keep-alive, fixed latency), generates N
+tasks, runs the real CLI against it, and prints:
+  1. efficiency at latency 20 ms, N = 2000, concurrency 32: ideal time / measured time (target >= 0.90)
+  2. overhead at latency 0, N = 2000, concurrency 1: harness time / a bare keep-alive http.client loop (target <= 1.5)
+  3. peak RSS of the harness at N = 10,000 tasks (target < 80 MB)
+  4. cold-start wall time of `make eval` on the stub, against `python3 -c pass`
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "eval_agent.py")
+REPLY = json.dumps({"toolCall": {"name": "bench.echo", "args": {"text": "ok"}}}).encode()
+
+
+class BenchAgent:
+    """A keep-alive loopback agent that answers every prompt with the expected call after `latency` seconds."""
+
+    def __init__(self) -> None:
+        self.latency = 0.0
+        bench = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else each keep-alive reply waits ~40 ms for a delayed ACK
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                if bench.latency:
+                    time.sleep(bench.latency)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(REPLY)))
+                self.end_headers()
+                self.wfile.write(REPLY)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/run"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def write_tasks(folder: str, count: int) -> str:
+    """A task file of `count` tasks that the bench agent passes."""
+    tool = {"name": "bench.echo", "description": "Echo.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    tasks = [
+        {"id": f"t{i}", "category": f"c{i % 10}", "prompt": f"Please echo number {i}.", "expect": {"tool": "bench.echo", "requiredArgs": ["text"]}}
+        for i in range(count)
+    ]
+    path = os.path.join(folder, f"tasks-{count}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "tools": [tool], "tasks": tasks}, f)
+    return path
+
+
+def harness_env(**settings: str) -> dict[str, str]:
+    """This environment without EVAL_* settings, plus `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_")}
+    env.update(settings)
+    return env
+
+
+def run_harness(url: str, tasks: str, concurrency: int, folder: str) -> float:
+    """Wall seconds of one real CLI run; it must pass every task."""
+    env = harness_env(EVAL_AGENT_URL=url, EVAL_CONCURRENCY=str(concurrency), EVAL_TASKS=tasks, EVAL_RESULTS=os.path.join(folder, "r.json"))
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, SCRIPT], env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"harness run failed ({proc.returncode}): {proc.stderr.strip()}")
+    return wall
+
+
+def bare_loop(url: str, count: int) -> float:
+    """Wall seconds of the same POSTs from a bare keep-alive http.client loop."""
+    port = int(url.split(":")[2].split("/")[0])
+    body = json.dumps({"prompt": "Please echo number 0.", "taskId": "t0", "runId": "x"}).encode()
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    started = time.perf_counter()
+    for _ in range(count):
+        conn.request("POST", "/run", body, {"Content-Type": "application/json"})
+        json.loads(conn.getresponse().read())
+    wall = time.perf_counter() - started
+    conn.close()
+    return wall
+
+
+def median_wall(argv: list[str], runs: int, env: dict[str, str]) -> float:
+    """Median wall seconds of running argv to completion."""
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    agent = BenchAgent()
+    with tempfile.TemporaryDirectory() as folder:
+        # First, so that no earlier child's peak hides this one's: ru_maxrss of children is the largest so far.
+        run_harness(agent.url, write_tasks(folder, 10_000), 4, folder)
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"memory      peak RSS at N=10000: {peak_mb:.1f} MB  (target < 80 MB)")
+
+        tasks_2000 = write_tasks(folder, 2000)
+
+        agent.latency = 0.020
+        wall = min(run_harness(agent.url, tasks_2000, 32, folder) for _ in range(3))
+        ideal = 2000 * agent.latency / 32
+        print(f"efficiency  latency 20 ms, N=2000, concurrency 32: ideal {ideal:.2f} s / measured {wall:.2f} s = {ideal / wall:.2f}  (target >= 0.90)")
+
+        agent.latency = 0.0
+        harness = min(run_harness(agent.url, tasks_2000, 1, folder) for _ in range(3))
+        bare = min(bare_loop(agent.url, 2000) for _ in range(3))
+        print(f"overhead    latency 0, N=2000, concurrency 1: harness {harness:.2f} s / bare http.client loop {bare:.2f} s = {harness / bare:.2f}  (target <= 1.5)")
+
+        env = harness_env(EVAL_RESULTS=os.path.join(folder, "stub.json"))
+        make = median_wall(["make", "--no-print-directory", "-s", "-C", ROOT, "eval"], 10, env)
+        floor = median_wall([sys.executable, "-c", "pass"], 10, env)
+        print(f"cold start  make eval on the stub: {make * 1000:.0f} ms median of 10  (python3 -c pass: {floor * 1000:.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
