@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import base64
-import http.client
 import json
-import random
+import os
 import socket
+import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Mapping
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
 from config import HARNESS_VERSION, redact_url
 from records import BackendError
 
@@ -24,8 +23,6 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 200
-READ_CHUNK = 64 * 1024
-WATCHDOG_TICK = 0.05
 
 
 class RetryableError(BackendError):
@@ -55,36 +52,53 @@ class Transport:
         self.retries = retries
         self.max_response_bytes = max_response_bytes
         self.retry_statuses = retry_statuses
-        self.tls = parts.scheme == "https"
-        self.host = parts.hostname or ""
-        self.port = parts.port or (443 if self.tls else 80)
-        self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
+        tls = parts.scheme == "https"
+        host = parts.hostname or ""
+        port = parts.port or (443 if tls else 80)
+        authority = f"[{host}]" if ":" in host else host
+        authority += "" if port == (443 if tls else 80) else f":{port}"
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+        fields = {
+            "Host": authority,
             "User-Agent": f"agent-eval-harness/{HARNESS_VERSION}",
+            "Accept": "application/json",
+            "Content-Type": "application/json",
         }
         if parts.username is not None:
-            self.headers["Authorization"] = _basic(parts.username, parts.password)
-        self.headers.update(headers)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self.proxy, self.proxy_headers = _proxy_for(parts.scheme, self.host)
-        if self.proxy and not self.tls:
-            self.headers.update(self.proxy_headers)
-        origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
-        # Through a plain-HTTP proxy the request line carries the absolute URL; through a tunnel, the path.
-        self.target = origin + path if self.proxy and not self.tls else path
+            fields["Authorization"] = _basic(parts.username, parts.password)
+        proxy, proxy_fields = _proxy_for(parts.scheme, host)
+        if proxy and not tls:
+            fields.update(proxy_fields)
+            # Through a plain-HTTP proxy the request line carries the absolute URL.
+            path = f"http://{authority}{path}"
+        overridden = {name.lower() for name in headers}
+        fields = {name: value for name, value in fields.items() if name.lower() not in overridden}
+        fields.update(headers)
+        head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields.items())
+        self._head = (head + "Content-Length: ").encode("latin-1")
+
+        tunnel = None
+        if proxy and tls:
+            lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}", *(f"{k}: {v}" for k, v in proxy_fields.items())]
+            tunnel = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self._connection_args: dict[str, Any] = {
+            "address": proxy or (host, port),
+            "tls": _tls_context() if tls else None,
+            "server_hostname": host,
+            "tunnel": tunnel,
+        }
         self._local = threading.local()
-        self._watchdog = _Watchdog()
 
     def post_json(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The decoded JSON reply and the number of attempts it took."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
         attempt = 0
         while True:
             attempt += 1
             try:
-                status, data = self._attempt(body)
-                return _decode(status, data), attempt
+                return _decode(self._check(self._attempt(request))), attempt
             except RetryableError as err:
                 if attempt > self.retries:
                     tried = f" ({attempt} attempts)" if attempt > 1 else ""
@@ -94,115 +108,80 @@ class Transport:
                 err.attempts = attempt
                 raise
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            host, port = self.proxy or (self.host, self.port)
-            if self.tls:
-                import ssl
-
-                conn = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=ssl.create_default_context())
-            else:
-                conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
-            if self.proxy and self.tls:
-                conn.set_tunnel(self.host, self.port, headers=self.proxy_headers)
-            self._local.conn = conn
+            conn = self._local.conn = Connection(**self._connection_args)
         return conn
 
-    def _attempt(self, body: bytes) -> tuple[int, bytes]:
+    def _attempt(self, request: bytes) -> Response:
         conn = self._connection()
         deadline = time.monotonic() + self.timeout
         stage = "connect"
-        with self._watchdog.watch(conn, deadline) as watch:
+        try:
+            reused = conn.is_open
+            if not reused:
+                conn.open(deadline)
+            stage = "request"
             try:
-                reused = conn.sock is not None
-                if not reused:
-                    conn.connect()
+                return conn.exchange(request, deadline, self.max_response_bytes)
+            except (PeerClosed, ConnectionResetError, BrokenPipeError):
+                if not reused or conn.response_started:
+                    raise
+                # The agent closed an idle keep-alive connection: resend once on a new one.
+                conn.close()
+                stage = "connect"
+                conn.open(deadline)
                 stage = "request"
-                try:
-                    response = self._exchange(conn, body)
-                except (ConnectionResetError, BrokenPipeError):
-                    if not reused:
-                        raise
-                    # The agent closed an idle keep-alive connection: resend once on a new one.
-                    conn.close()
-                    stage = "connect"
-                    conn.connect()
-                    stage = "request"
-                    response = self._exchange(conn, body)
-                stage = "read"
-                data = self._read_body(conn, response, response.status)
-                if watch.fired:
-                    raise TimeoutError
-                return response.status, data
-            except BackendError:
-                raise
-            except Exception as exc:
-                conn.close()
-                raise _classify(exc, stage, watch.fired, self.timeout) from None
-
-    def _exchange(self, conn: http.client.HTTPConnection, body: bytes) -> http.client.HTTPResponse:
-        conn.request("POST", self.target, body, self.headers)
-        return conn.getresponse()
-
-    def _read_body(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, status: int) -> bytes:
-        limit = self.max_response_bytes
-        length = response.getheader("Content-Length", "")
-        if length.isdigit() and int(length) > limit:
+                return conn.exchange(request, deadline, self.max_response_bytes)
+        except Exception as exc:
             conn.close()
-            raise BackendError("reply:too-large", f"HTTP {status} body of {length} bytes is over the {limit}-byte limit")
-        chunks, size = [], 0
-        while True:
-            chunk = response.read(READ_CHUNK)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > limit:
-                conn.close()
-                raise BackendError("reply:too-large", f"HTTP {status} body is over the {limit}-byte limit")
-            chunks.append(chunk)
-        if response.length:
-            # http.client ends a body cut short by the peer quietly; a truncated reply is no reply.
-            raise http.client.IncompleteRead(b"".join(chunks), response.length)
-        data = b"".join(chunks)
+            raise _classify(exc, stage, conn.response_started, self.timeout, self.max_response_bytes) from None
+
+    def _check(self, response: Response) -> Response:
+        status, body = response.status, response.body
         if status in AUTH_STATUSES:
-            raise BackendError("reply:auth", f"HTTP {status} {_status_text(status)}: the agent rejected the credentials{_snippet(data)}")
+            raise BackendError("reply:auth", f"{_status(status)}: the agent rejected the credentials{_snippet(body)}")
         if status in self.retry_statuses:
-            wait = retry_after_seconds(response.getheader("Retry-After"), time.time())
-            raise RetryableError("reply:http-status", f"HTTP {status} {_status_text(status)}{_snippet(data)}", wait)
+            wait = retry_after_seconds(response.headers.get("retry-after"), time.time())
+            raise RetryableError("reply:http-status", f"{_status(status)}{_snippet(body)}", wait)
         if not 200 <= status < 300:
-            raise BackendError("reply:http-status", f"HTTP {status} {_status_text(status)}{_snippet(data)}")
-        return data
+            raise BackendError("reply:http-status", f"{_status(status)}{_snippet(body)}")
+        return response
 
 
-def _decode(status: int, data: bytes) -> Any:
-    if not data.strip():
-        raise BackendError("reply:not-json", f"HTTP {status} with an empty body")
+def _decode(response: Response) -> Any:
+    if not response.body.strip():
+        raise BackendError("reply:not-json", f"HTTP {response.status} with an empty body")
     try:
-        return json.loads(data)
+        return json.loads(response.body)
     except ValueError:
-        raise BackendError("reply:not-json", f"HTTP {status} body is not JSON{_snippet(data)}") from None
+        raise BackendError("reply:not-json", f"HTTP {response.status} body is not JSON{_snippet(response.body)}") from None
 
 
-def _classify(exc: Exception, stage: str, timed_out: bool, timeout: float) -> BackendError:
+def _classify(exc: Exception, stage: str, started: bool, timeout: float, limit: int) -> BackendError:
     """Turn a transport exception into an error a person can act on."""
-    import ssl
-
-    if timed_out or isinstance(exc, (TimeoutError, socket.timeout)):
+    ssl = sys.modules.get("ssl")  # an SSLError can only come from an ssl that was imported
+    if isinstance(exc, TooLarge):
+        size = f" of {exc.declared} bytes" if exc.declared is not None else ""
+        return BackendError("reply:too-large", f"HTTP {exc.status} body{size} is over the {limit}-byte limit")
+    if isinstance(exc, (TimeoutError, socket.timeout)):
         if stage == "connect":
             return RetryableError("reply:connect", f"could not connect within {timeout:g}s")
         return RetryableError("reply:timeout", f"no complete reply within {timeout:g}s")
-    if isinstance(exc, ssl.SSLError):
+    if ssl is not None and isinstance(exc, ssl.SSLError):
         return BackendError("reply:tls", f"TLS failure: {getattr(exc, 'verify_message', None) or exc.reason or exc}")
     if isinstance(exc, ConnectionRefusedError):
         return RetryableError("reply:connect", "connection refused")
     if isinstance(exc, socket.gaierror):
         return RetryableError("reply:connect", f"cannot resolve the host ({exc.strerror})")
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError, http.client.IncompleteRead)):
-        when = "before a complete reply" if stage == "read" else "before replying"
+    if isinstance(exc, TunnelRefused):
+        return RetryableError("reply:connect", str(exc))
+    if isinstance(exc, (PeerClosed, ConnectionResetError, BrokenPipeError)):
+        when = "before a complete reply" if started else "before replying"
         return RetryableError("reply:reset", f"the connection was closed or reset {when}")
-    if isinstance(exc, http.client.HTTPException):
-        return BackendError("reply:bad-http", f"not a valid HTTP response ({type(exc).__name__})")
+    if isinstance(exc, ProtocolError):
+        return BackendError("reply:bad-http", f"not a valid HTTP response: {exc}")
     if isinstance(exc, OSError) and stage == "connect":
         return RetryableError("reply:connect", exc.strerror or str(exc))
     if isinstance(exc, OSError):
@@ -212,6 +191,11 @@ def _classify(exc: Exception, stage: str, timed_out: bool, timeout: float) -> Ba
 
 def _proxy_for(scheme: str, host: str) -> tuple[tuple[str, int] | None, dict[str, str]]:
     """The proxy urllib would use for this URL (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) and its auth header."""
+    # Elsewhere than macOS and Windows urllib reads proxies from the environment alone: skip its import when none is set.
+    if sys.platform not in ("darwin", "win32") and not any(name.lower().endswith("_proxy") for name in os.environ):
+        return None, {}
+    import urllib.request
+
     proxy = urllib.request.getproxies().get(scheme)
     if not proxy or urllib.request.proxy_bypass(host):
         return None, {}
@@ -220,12 +204,20 @@ def _proxy_for(scheme: str, host: str) -> tuple[tuple[str, int] | None, dict[str
     return (parts.hostname or "", parts.port or 80), auth
 
 
+def _tls_context() -> Any:
+    import ssl
+
+    return ssl.create_default_context()
+
+
 def _basic(username: str, password: str | None) -> str:
     credentials = f"{unquote(username)}:{unquote(password or '')}"
     return "Basic " + base64.b64encode(credentials.encode()).decode()
 
 
 def _backoff(attempt: int) -> float:
+    import random  # only a retry pays for it
+
     ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
@@ -235,6 +227,8 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     value = (value or "").strip()
     if value.isdigit():
         return min(float(value), RETRY_AFTER_CAP)
+    from email.utils import parsedate_to_datetime
+
     try:
         when = parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError):
@@ -242,66 +236,15 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     return max(0.0, min(when - now, RETRY_AFTER_CAP))
 
 
-def _status_text(status: int) -> str:
-    return http.client.responses.get(status, "")
+def _status(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
 
 
 def _snippet(data: bytes) -> str:
     text = " ".join(data[: SNIPPET_CHARS * 4].decode("utf-8", "replace").split())[:SNIPPET_CHARS]
     return f": {text}" if text else ""
-
-
-class _Watch:
-    """One request under the watchdog; fired is True once its deadline cut it off."""
-
-    def __init__(self, watchdog: _Watchdog, conn: http.client.HTTPConnection, deadline: float) -> None:
-        self.watchdog = watchdog
-        self.conn = conn
-        self.deadline = deadline
-        self.fired = False
-
-    def __enter__(self) -> _Watch:
-        self.watchdog.add(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.watchdog.remove(self)
-
-
-class _Watchdog:
-    """One thread that cuts off requests past their deadline: a slow drip cannot outlast EVAL_TIMEOUT."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._watches: set[_Watch] = set()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, conn: http.client.HTTPConnection, deadline: float) -> _Watch:
-        return _Watch(self, conn, deadline)
-
-    def add(self, watch: _Watch) -> None:
-        with self._lock:
-            self._watches.add(watch)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="eval-deadlines", daemon=True)
-                self._thread.start()
-
-    def remove(self, watch: _Watch) -> None:
-        with self._lock:
-            self._watches.discard(watch)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(WATCHDOG_TICK)
-            now = time.monotonic()
-            with self._lock:
-                for watch in self._watches:
-                    if not watch.fired and now >= watch.deadline:
-                        watch.fired = True
-                        sock = watch.conn.sock
-                        if sock is not None:
-                            try:
-                                # The plain-socket shutdown wakes a blocked read, TLS or not.
-                                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                            except OSError:
-                                pass

@@ -1,0 +1,220 @@
+"""A small HTTP/1.1 client for one job: POST a body, read the whole reply, keep the connection.
+
+http.client parses every response's headers with the email package and cannot bound a whole
+exchange by one deadline; this reads exactly what it needs, and checks the deadline before every
+send and receive, so a reply that drips in cannot outlast it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+MAX_LINE = 65536
+MAX_HEADERS = 100
+RECV_SIZE = 65536
+
+
+class ProtocolError(Exception):
+    """The peer's bytes are not an HTTP/1.x response."""
+
+
+class PeerClosed(Exception):
+    """The peer closed the connection before the response was complete."""
+
+
+class TunnelRefused(OSError):
+    """The proxy would not open a tunnel to the agent."""
+
+
+class TooLarge(Exception):
+    """The response body is over the limit; `declared` is its Content-Length when it gave one."""
+
+    def __init__(self, status: int, declared: int | None) -> None:
+        super().__init__(status, declared)
+        self.status = status
+        self.declared = declared
+
+
+@dataclass(frozen=True)
+class Response:
+    """A complete HTTP response: status, headers (lower-case names) and body."""
+
+    status: int
+    reason: str
+    version: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class Connection:
+    """One keep-alive connection to an origin, directly or through a CONNECT tunnel, TLS or not."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        tls: Any = None,
+        server_hostname: str = "",
+        tunnel: bytes | None = None,
+    ) -> None:
+        self.address = address
+        self.tls = tls
+        self.server_hostname = server_hostname
+        self.tunnel = tunnel
+        self.sock: socket.socket | None = None
+        self.response_started = False
+        self._buffer = bytearray()
+
+    @property
+    def is_open(self) -> bool:
+        return self.sock is not None
+
+    def open(self, deadline: float) -> None:
+        """Connect (and tunnel, and handshake) before the deadline."""
+        sock = socket.create_connection(self.address, timeout=_remaining(deadline))
+        self.sock = sock
+        self._buffer.clear()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tunnel is not None:
+            self._send(self.tunnel, deadline)
+            response = self._read_head(deadline)
+            if not 200 <= response.status < 300:
+                raise TunnelRefused(f"the proxy refused the tunnel: {response.status} {response.reason}".rstrip())
+        if self.tls is not None:
+            sock.settimeout(_remaining(deadline))
+            self.sock = self.tls.wrap_socket(sock, server_hostname=self.server_hostname)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def exchange(self, request: bytes, deadline: float, limit: int) -> Response:
+        """Send a whole request, read the whole response; the body is at most `limit` bytes."""
+        self.response_started = False
+        self._send(request, deadline)
+        head = self._read_head(deadline)
+        while 100 <= head.status < 200:  # interim responses (100 Continue) precede the real one
+            head = self._read_head(deadline)
+        headers = head.headers
+        keep_alive = _keeps_alive(head)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            body = self._read_chunked(head.status, deadline, limit)
+        elif "content-length" in headers:
+            length = _content_length(headers["content-length"])
+            if length > limit:
+                raise TooLarge(head.status, length)
+            body = self._read_exact(length, deadline)
+        elif head.status in (204, 304):
+            body = b""
+        else:
+            body = self._read_to_close(head.status, deadline, limit)
+            keep_alive = False
+        if not keep_alive:
+            self.close()
+        return Response(head.status, head.reason, head.version, headers, body)
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        assert self.sock is not None
+        self.sock.settimeout(_remaining(deadline))
+        self.sock.sendall(data)
+
+    def _fill(self, deadline: float) -> None:
+        assert self.sock is not None
+        self.sock.settimeout(_remaining(deadline))
+        data = self.sock.recv(RECV_SIZE)
+        if not data:
+            raise PeerClosed
+        self.response_started = True
+        self._buffer += data
+
+    def _read_line(self, deadline: float) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line
+            if len(self._buffer) > MAX_LINE:
+                raise ProtocolError("a header line over 64 KiB")
+            self._fill(deadline)
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
+        while len(self._buffer) < size:
+            self._fill(deadline)
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def _read_head(self, deadline: float) -> Response:
+        version, _, rest = self._read_line(deadline).rstrip(b"\r\n").partition(b" ")
+        code, _, reason = rest.partition(b" ")
+        if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+            raise ProtocolError("not an HTTP/1.x status line")
+        headers: dict[str, str] = {}
+        for _ in range(MAX_HEADERS + 1):
+            line = self._read_line(deadline).rstrip(b"\r\n")
+            if not line:
+                return Response(int(code), reason.decode("latin-1").strip(), version.decode("ascii", "replace"), headers, b"")
+            name, colon, value = line.partition(b":")
+            if not colon or not name.strip():
+                raise ProtocolError("a malformed header line")
+            key = name.strip().decode("latin-1").lower()
+            text = value.strip().decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        raise ProtocolError(f"more than {MAX_HEADERS} headers")
+
+    def _read_chunked(self, status: int, deadline: float, limit: int) -> bytes:
+        chunks, total = [], 0
+        while True:
+            size_text = self._read_line(deadline).split(b";")[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ProtocolError("a malformed chunk size") from None
+            if size == 0:
+                while self._read_line(deadline).strip():  # trailers
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > limit:
+                raise TooLarge(status, None)
+            chunks.append(self._read_exact(size, deadline))
+            if self._read_line(deadline).strip():
+                raise ProtocolError("a chunk longer than its size")
+
+    def _read_to_close(self, status: int, deadline: float, limit: int) -> bytes:
+        while True:
+            if len(self._buffer) > limit:
+                raise TooLarge(status, None)
+            try:
+                self._fill(deadline)
+            except PeerClosed:
+                data = bytes(self._buffer)
+                self._buffer.clear()
+                return data
+
+
+def _remaining(deadline: float) -> float:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    return remaining
+
+
+def _keeps_alive(head: Response) -> bool:
+    tokens = head.headers.get("connection", "").lower()
+    if head.version == "HTTP/1.0":
+        return "keep-alive" in tokens
+    return "close" not in tokens
+
+
+def _content_length(value: str) -> int:
+    # A repeated header arrives joined ("10, 10"); repeats must agree.
+    values = {part.strip() for part in value.split(",")}
+    if len(values) != 1 or not next(iter(values)).isdigit():
+        raise ProtocolError("an invalid Content-Length")
+    return int(values.pop())
