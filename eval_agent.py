@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from types import FrameType
 
@@ -39,6 +39,26 @@ def run_tasks(
     backend: Backend, tasks: Sequence[Task], concurrency: int, on_result: Callable[[Result], None]
 ) -> tuple[list[Result], bool]:
     """Run tasks `concurrency` at a time; report and return results in task-file order, and whether Ctrl-C cut the run short."""
+    finished: dict[int, Result] = {}
+    results: list[Result] = []
+    # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
+    completed = enumerate(run_task(backend, task) for task in tasks) if concurrency == 1 else _run_pool(backend, tasks, concurrency)
+    try:
+        for index, result in completed:
+            finished[index] = result
+            while len(results) in finished:
+                results.append(finished.pop(len(results)))
+                on_result(results[-1])
+    except KeyboardInterrupt:
+        for index in sorted(finished):
+            results.append(finished[index])
+            on_result(finished[index])
+        return results, True
+    return results, False
+
+
+def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
+    """Yield (index, result) as worker threads complete them; closing the generator stops the workers."""
     todo = iter(enumerate(tasks))
     todo_lock = threading.Lock()
     stop = threading.Event()
@@ -60,24 +80,14 @@ def run_tasks(
     # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
     for _ in range(min(concurrency, len(tasks))):
         threading.Thread(target=worker, daemon=True).start()
-    finished: dict[int, Result] = {}
-    results: list[Result] = []
     try:
-        while len(results) < len(tasks):
+        for _ in tasks:
             index, outcome = done.get()
             if isinstance(outcome, BaseException):
                 raise outcome
-            finished[index] = outcome
-            while len(results) in finished:
-                results.append(finished.pop(len(results)))
-                on_result(results[-1])
-    except KeyboardInterrupt:
+            yield index, outcome
+    finally:
         stop.set()
-        for index in sorted(finished):
-            results.append(finished[index])
-            on_result(finished[index])
-        return results, True
-    return results, False
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

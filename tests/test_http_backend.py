@@ -67,6 +67,16 @@ class Contract(HttpTestCase):
         self.assertEqual({(r.method, r.path) for r in agent.received}, {("POST", "/api/agent?env=staging&v=2")})
         self.assertEqual({r.headers["Content-Type"] for r in agent.received}, {"application/json"})
 
+    def test_flags_win_over_their_variables(self) -> None:
+        agent = self.agent(canned)
+        _, _, code = run_cli(
+            "--agent-url", agent.url("/flag"), "--agent-body", '{"from": "flag"}',
+            env=clean_env(EVAL_AGENT_URL="http://127.0.0.1:9/env", EVAL_AGENT_BODY='{"from": "env"}'),
+            cwd=self.tmp,
+        )
+        self.assertEqual(code, 0)
+        self.assertEqual({(r.path, r.json["from"]) for r in agent.received}, {("/flag", "flag")})
+
     def test_a_url_alone_selects_the_http_backend(self) -> None:
         agent = self.agent(canned)
         stdout, _, code = run_cli(env=clean_env(EVAL_AGENT_URL=agent.url()), cwd=self.tmp)
@@ -411,7 +421,7 @@ class Secrets(HttpTestCase):
     def test_a_bad_headers_variable_is_named_without_echoing_its_value(self) -> None:
         for value, message in [
             ("{not json " + self.HEADER, "EVAL_AGENT_HEADERS: expected a JSON object of header names to strings, got invalid JSON"),
-            (json.dumps({"X-Key": ["a", self.HEADER]}), "EVAL_AGENT_HEADERS: the value of X-Key must be a one-line string"),
+            (json.dumps({"X-Key": ["a", self.HEADER]}), "EVAL_AGENT_HEADERS: the value of X-Key must be one line of printable Latin-1 text"),
             (json.dumps({"Content-Type": self.HEADER}), "EVAL_AGENT_HEADERS: Content-Type is set by the harness and cannot be overridden"),
         ]:
             with self.subTest(message):
@@ -431,6 +441,11 @@ class HttpConfigErrors(HttpTestCase):
             ({"EVAL_MAX_RESPONSE_BYTES": "10MB"}, "EVAL_MAX_RESPONSE_BYTES: expected a whole number from 1 to 1099511627776, got '10MB'"),
             ({"EVAL_AGENT_BODY": '{"prompt": "hi"}'}, "EVAL_AGENT_BODY: cannot set 'prompt'; the harness sends it"),
             ({"EVAL_AGENT_BODY": "[1]"}, "EVAL_AGENT_BODY: expected a JSON object"),
+            ({"EVAL_AGENT_TOKEN": "abc\r\nX-Injected: 1"}, "EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text"),
+            (
+                {"EVAL_AGENT_TOKEN": "t", "EVAL_AGENT_HEADERS": '{"Authorization": "Basic x"}'},
+                "EVAL_AGENT_TOKEN: set, and EVAL_AGENT_URL or EVAL_AGENT_HEADERS carries credentials too; give one",
+            ),
         ]
         for env, message in cases:
             with self.subTest(message):
@@ -443,10 +458,11 @@ class HttpConfigErrors(HttpTestCase):
 class Interrupts(HttpTestCase):
     def test_ctrl_c_and_sigterm_stop_promptly_and_write_the_partial_results(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            with self.subTest(signal.Signals(sig).name):
-                self.interrupt_after_one_task(sig)
+            for concurrency in (1, 4):
+                with self.subTest(signal=signal.Signals(sig).name, concurrency=concurrency):
+                    self.interrupt_after_one_task(sig, concurrency)
 
-    def interrupt_after_one_task(self, sig: int) -> None:
+    def interrupt_after_one_task(self, sig: int, concurrency: int) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             if len(agent.received) > 1:
                 agent.release.wait(CLI_TIMEOUT)  # hold every later request until the test ends
@@ -456,13 +472,13 @@ class Interrupts(HttpTestCase):
         proc = subprocess.Popen(
             [sys.executable, "-S", SCRIPT],
             cwd=self.tmp,
-            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1"),
+            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY=str(concurrency)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         self.addCleanup(proc.kill)
-        agent.wait_for_requests(2)
+        agent.wait_for_requests(concurrency + 1)  # the first reply freed a worker, which sent the next request
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
         self.assertEqual(proc.returncode, 130)
@@ -470,8 +486,9 @@ class Interrupts(HttpTestCase):
         self.assertEqual(stdout.splitlines()[-1], "1/1 PASS at 100% (gate 80%) · 9 not run · gate not met")
         doc = self.results()
         self.assertEqual((doc["interrupted"], doc["gatePassed"], len(doc["results"])), (True, False, 1))
-        self.assertEqual(len(doc["notRun"]), 9)
-        self.assertEqual(doc["notRun"][0], "asset-search-semantic")
+        ids = [task["id"] for task in canonical_task_data()["tasks"]]
+        answered = doc["results"][0]["id"]
+        self.assertEqual(doc["notRun"], [task_id for task_id in ids if task_id != answered])
 
 
 class RetryAfter(unittest.TestCase):
