@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -105,7 +104,7 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
         gate=_gate(gate_text or "80", where),
         tasks_path=tasks_path or DEFAULT_TASKS,
         results_path=results_path,
-        run_id=uuid.uuid4().hex,
+        run_id=os.urandom(16).hex(),
         timeout=_number(*setting("--timeout", "EVAL_TIMEOUT"), float, 60.0, 0.001, 3600.0),
         retries=_number(*setting("--retries", "EVAL_RETRIES"), int, 2, 0, 10),
         concurrency=_number(*setting("--concurrency", "EVAL_CONCURRENCY"), int, 4, 1, 256),
@@ -118,6 +117,8 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
     agent_url = _agent_url(agent_url, url_where)
     body_text, body_where = setting("--agent-body", "EVAL_AGENT_BODY")
     token = environ.get("EVAL_AGENT_TOKEN") or None
+    if token is not None and not _header_safe(token):
+        raise ConfigError("EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text")
     headers = _headers(environ.get("EVAL_AGENT_HEADERS") or "{}")
     if token and ("@" in urlsplit(agent_url).netloc or any(name.lower() == "authorization" for name in headers)):
         raise ConfigError(f"EVAL_AGENT_TOKEN: set, and {url_where} or EVAL_AGENT_HEADERS carries credentials too; give one")
@@ -188,9 +189,14 @@ def _headers(text: str) -> dict[str, str]:
             raise ConfigError(f"EVAL_AGENT_HEADERS: {name!r} is not a valid header name")
         if name.lower() in RESERVED_HEADERS:
             raise ConfigError(f"EVAL_AGENT_HEADERS: {name} is set by the harness and cannot be overridden")
-        if not isinstance(value, str) or "\r" in value or "\n" in value:
-            raise ConfigError(f"EVAL_AGENT_HEADERS: the value of {name} must be a one-line string")
+        if not isinstance(value, str) or not _header_safe(value):
+            raise ConfigError(f"EVAL_AGENT_HEADERS: the value of {name} must be one line of printable Latin-1 text")
     return headers
+
+
+def _header_safe(value: str) -> bool:
+    """A header value that cannot break the request: no control characters, encodable as HTTP sends it."""
+    return all(char == "\t" or 32 <= ord(char) < 127 or 160 <= ord(char) < 256 for char in value)
 
 
 def _body(text: str, where: str) -> dict[str, Any]:
