@@ -51,7 +51,7 @@ def _tool_call(item: Any, where: str) -> ToolCall:
         # OpenAI-style agents pass arguments through as a JSON string.
         try:
             args = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BackendError("reply:bad-args", f"{where}.args: a string that is not JSON: {_clip(args)}") from None
     if not isinstance(args, dict):
         raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {kind(args)}")

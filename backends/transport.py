@@ -157,6 +157,8 @@ def _decode(response: Response) -> Any:
         return json.loads(response.body)
     except ValueError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is not JSON{_snippet(response.body)}") from None
+    except RecursionError:
+        raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
 
 
 def _classify(exc: Exception, stage: str, started: bool, timeout: float, limit: int) -> BackendError:

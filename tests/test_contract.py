@@ -64,6 +64,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
         'toolCall.args: a string that is not JSON: "{assetId: a1"',
     ),
     (
+        "args as a string nested past any parser",
+        {"toolCall": {"name": "x", "args": "[" * 100_000}},
+        "reply:bad-args",
+        'toolCall.args: a string that is not JSON: "' + "[" * 77 + '..."',
+    ),
+    (
         "args as a JSON string of a list",
         {"toolCall": {"name": "x", "args": "[1, 2]"}},
         "reply:bad-args",

@@ -156,6 +156,12 @@ def truncated(received: Received, handler: BaseHTTPRequestHandler) -> None:
     handler.close_connection = True
 
 
+def not_http(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """Another protocol's greeting where an HTTP response should be."""
+    handler.wfile.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+    handler.close_connection = True
+
+
 HTML_500 = b"<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body>" + b"x" * 400 + b"</body></html>"
 
 # (name, respond, extra env, code, reason) -- each on a refusal task, where a false pass would be easiest
@@ -172,6 +178,9 @@ FAILURES: list[tuple[str, Any, dict[str, str], str, str]] = [
     ("a body that is not JSON", status(200, b"OK"), {}, "reply:not-json", "HTTP 200 body is not JSON: OK"),
     ("an empty body", status(200, b""), {}, "reply:not-json", "HTTP 200 with an empty body"),
     ("a JSON list", status(200, b"[]"), {}, "reply:not-object", "expected a JSON object, got a list"),
+    ("JSON nested past any parser", status(200, b"[" * 100_000), {}, "reply:not-json", "HTTP 200 body is JSON nested too deeply to read"),
+    ("bytes that are not HTTP", not_http, {}, "reply:bad-http", "not a valid HTTP response: not an HTTP/1.x status line"),
+    ("a reply that never comes", slow(3), {"EVAL_TIMEOUT": "0.5"}, "reply:timeout", "no complete reply within 0.5s"),
     ("an empty object", status(200, b"{}"), {}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
     ("refused as a string", status(200, b'{"refused": "yes"}'), {}, "reply:bad-refused", 'refused: expected a boolean, got the string "yes"'),
     (
@@ -181,7 +190,6 @@ FAILURES: list[tuple[str, Any, dict[str, str], str, str]] = [
         "reply:too-large",
         "HTTP 200 body of 2029 bytes is over the 1000-byte limit",
     ),
-    ("a reply slower than the timeout", slow(3), {"EVAL_TIMEOUT": "0.5"}, "reply:timeout", "no complete reply within 0.5s"),
     ("a reply that drips in slower than the timeout", drip, {"EVAL_TIMEOUT": "0.5"}, "reply:timeout", "no complete reply within 0.5s"),
     (
         "a reply cut short",
