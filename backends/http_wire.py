@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_LINE = 65536
+MAX_HEAD = 256 * 1024
 MAX_HEADERS = 100
 RECV_SIZE = 65536
 
@@ -150,22 +151,36 @@ class Connection:
         return data
 
     def _read_head(self, deadline: float) -> Response:
-        version, _, rest = self._read_line(deadline).rstrip(b"\r\n").partition(b" ")
+        # The whole head is taken in one piece: a line at a time costs more than the request itself.
+        while True:
+            first = self._buffer.find(b"\n")
+            if first >= 0 and not self._buffer.startswith(b"HTTP/1."):
+                raise ProtocolError("not an HTTP/1.x status line")
+            end = _head_end(self._buffer, first)
+            if end >= 0:
+                break
+            if len(self._buffer) > MAX_HEAD:
+                raise ProtocolError("a response head over 256 KiB")
+            self._fill(deadline)
+        lines = bytes(self._buffer[:end]).split(b"\n")
+        del self._buffer[:end]
+        version, _, rest = lines[0].rstrip(b"\r").partition(b" ")
         code, _, reason = rest.partition(b" ")
-        if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+        if len(code) != 3 or not code.isdigit():
             raise ProtocolError("not an HTTP/1.x status line")
+        fields = [line.rstrip(b"\r") for line in lines[1:]]
+        fields = [line for line in fields if line]
+        if len(fields) > MAX_HEADERS:
+            raise ProtocolError(f"more than {MAX_HEADERS} headers")
         headers: dict[str, str] = {}
-        for _ in range(MAX_HEADERS + 1):
-            line = self._read_line(deadline).rstrip(b"\r\n")
-            if not line:
-                return Response(int(code), reason.decode("latin-1").strip(), version.decode("ascii", "replace"), headers, b"")
+        for line in fields:
             name, colon, value = line.partition(b":")
             if not colon or not name.strip():
                 raise ProtocolError("a malformed header line")
             key = name.strip().decode("latin-1").lower()
             text = value.strip().decode("latin-1")
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        raise ProtocolError(f"more than {MAX_HEADERS} headers")
+        return Response(int(code), reason.decode("latin-1").strip(), version.decode("ascii", "replace"), headers, b"")
 
     def _read_chunked(self, status: int, deadline: float, limit: int) -> bytes:
         chunks, total = [], 0
@@ -196,6 +211,14 @@ class Connection:
                 data = bytes(self._buffer)
                 self._buffer.clear()
                 return data
+
+
+def _head_end(buffer: bytearray, first_newline: int) -> int:
+    """Where the blank line that ends a response head ends, or -1 while it has not arrived."""
+    if first_newline < 0:
+        return -1
+    ends = [found + size for found, size in ((buffer.find(b"\n\r\n", first_newline), 3), (buffer.find(b"\n\n", first_newline), 2)) if found >= 0]
+    return min(ends, default=-1)
 
 
 def _remaining(deadline: float) -> float:
