@@ -90,6 +90,14 @@ def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iter
         stop.set()
 
 
+def say(line: str) -> None:
+    """Print a console line; when the reader has gone (`| head`), carry on quietly: the results file gets everything."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -111,10 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started_at = datetime.now(timezone.utc)
     started = time.perf_counter()
     where = f" at {settings['url']}" if "url" in settings else ""
-    print(f"{len(task_file.tasks)} tasks from {task_file.path} on backend {config.backend}{where}", flush=True)
+    say(f"{len(task_file.tasks)} tasks from {task_file.path} on backend {config.backend}{where}")
     id_width = max(len(task.id) for task in task_file.tasks)
     results, interrupted = run_tasks(
-        backend, task_file.tasks, config.concurrency, lambda result: print(result_line(result, id_width), flush=True)
+        backend, task_file.tasks, config.concurrency, lambda result: say(result_line(result, id_width))
     )
     # The results are in: a late Ctrl-C must not leave them unwritten.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -141,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"eval_agent: error: cannot write {config.results_path}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
-    print(summary_line(summary), flush=True)
+    say(summary_line(summary))
 
     if interrupted:
         print(f"eval_agent: interrupted after {len(results)} of {len(task_file.tasks)} tasks", file=sys.stderr)

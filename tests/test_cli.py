@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
-from tests.support import CANONICAL_TASKS, CLI_TIMEOUT, DATA, ROOT, TempDirTestCase, canonical_task_data, clean_env, run_cli
+from tests.support import (
+    CANONICAL_TASKS,
+    CLI_TIMEOUT,
+    DATA,
+    ROOT,
+    SCRIPT,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+)
 
 ALL_PASS = "10/10 PASS at 100% (gate 80%)"
 
@@ -183,3 +194,15 @@ class MakeEval(TempDirTestCase):
         self.assertEqual(
             stderr.splitlines()[0], "eval_agent: error: EVAL_GATE: expected a percentage from 0 to 100, got 'abc'"
         )
+
+
+class Console(TempDirTestCase):
+    def test_a_reader_that_goes_away_stops_nothing(self) -> None:
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT], cwd=self.tmp, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        proc.stdout.readline()
+        proc.stdout.close()  # as `| head -1` does
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual((proc.returncode, stderr), (0, b""))
+        self.assertEqual(self.read_json("eval-results.json")["passed"], 10)
