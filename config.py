@@ -42,9 +42,17 @@ class Config:
     retries: int = 2
     concurrency: int = 4
     max_response_bytes: int = 10 * 1024 * 1024
+    runs: int = 1
+    gate_on: str = "trials"
+    task_globs: tuple[str, ...] = ()
+    category_globs: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None
+    dry_run: bool = False
+    junit_path: str | None = None
+    summary_md_paths: tuple[str, ...] = ()
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag as a ConfigError: one line, exit 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -53,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; every flag has an environment variable, and the flag wins."""
-    parser = _Parser(
+    parser = Parser(
         prog="eval_agent.py",
         description="Evaluate a tool-using agent against canonical tasks and gate the release on its pass-rate.",
         epilog=f"Exit codes: {EXIT_CODES}. The agent's token (EVAL_AGENT_TOKEN) and extra headers "
@@ -70,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("--retries", metavar="N", help="retries of a connection error, timeout, 429, 502, 503, 504 (EVAL_RETRIES, default 2)")
     add("--concurrency", metavar="N", help="tasks in flight at once (EVAL_CONCURRENCY, default 4)")
     add("--max-response-bytes", metavar="N", help="largest reply body read (EVAL_MAX_RESPONSE_BYTES, default 10 MiB)")
+    add("--runs", metavar="N", help="trials of every task, for pass^k and flakiness (EVAL_RUNS, default 1)")
+    add("--gate-on", metavar="WHAT", help="what the gate applies to: trials (the trial pass-rate) or pass-all (pass^N) (EVAL_GATE_ON, default trials)")
+    add("--task", metavar="GLOB", action="append", help="run only tasks whose id matches; repeatable (EVAL_TASK_GLOB, comma-separated)")
+    add("--category", metavar="GLOB", action="append", help="run only tasks whose category matches; repeatable (EVAL_CATEGORY_GLOB, comma-separated)")
+    add("--shard", metavar="K/N", help="run the K-th of N deterministic slices of the selected tasks (EVAL_SHARD)")
+    add("--dry-run", action="store_true", default=None, help="check the task file and settings, list what would run, send nothing (EVAL_DRY_RUN=1)")
+    add("--junit", metavar="FILE", help="also write JUnit XML (EVAL_JUNIT)")
+    add("--summary-md", metavar="FILE", help="also append a Markdown summary (EVAL_SUMMARY_MD; GITHUB_STEP_SUMMARY is used when set)")
     add("--version", action="version", version=f"%(prog)s {HARNESS_VERSION}")
     return parser
 
@@ -85,6 +101,12 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
             return value, flag
         return environ.get(var) or None, var
 
+    def globs(flag: str, var: str) -> tuple[str, ...]:
+        """A repeatable flag, or its variable split at commas."""
+        value, _ = setting(flag, var)
+        patterns = value if isinstance(value, list) else (value or "").split(",")
+        return tuple(pattern.strip() for pattern in patterns if pattern.strip())
+
     agent_url, url_where = setting("--agent-url", "EVAL_AGENT_URL")
     backend, where = setting("--backend", "EVAL_BACKEND")
     backend = backend or ("http" if agent_url else "stub")
@@ -94,14 +116,23 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
     gate_text, where = setting("--gate", "EVAL_GATE")
     tasks_path, _ = setting("--tasks", "EVAL_TASKS")
     results_path, results_where = setting("--out", "EVAL_RESULTS")
-    results_path = results_path or DEFAULT_RESULTS
-    folder = os.path.dirname(os.path.abspath(results_path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"{results_where}: cannot write {results_path}: no folder {folder}")
+    results_path = writable_path(results_path or DEFAULT_RESULTS, results_where)
+    junit_path, junit_where = setting("--junit", "EVAL_JUNIT")
+    summary_md, summary_where = setting("--summary-md", "EVAL_SUMMARY_MD")
+    summary_md_paths = [writable_path(summary_md, summary_where)] if summary_md else []
+    if environ.get("GITHUB_STEP_SUMMARY"):
+        summary_md_paths.append(writable_path(environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY"))
+    gate_on, gate_on_where = setting("--gate-on", "EVAL_GATE_ON")
+    if gate_on not in (None, "trials", "pass-all"):
+        raise ConfigError(f"{gate_on_where}: expected trials or pass-all, got {gate_on!r}")
+    shard, shard_where = setting("--shard", "EVAL_SHARD")
+    dry_run, dry_run_where = setting("--dry-run", "EVAL_DRY_RUN")
+    if dry_run not in (None, True, "1", "true", "0", "false"):
+        raise ConfigError(f"{dry_run_where}: expected 1 or 0, got {dry_run!r}")
 
     config = Config(
         backend=backend,
-        gate=_gate(gate_text or "80", where),
+        gate=parse_gate(gate_text or "80", where),
         tasks_path=tasks_path or DEFAULT_TASKS,
         results_path=results_path,
         run_id=os.urandom(16).hex(),
@@ -109,6 +140,14 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
         retries=_number(*setting("--retries", "EVAL_RETRIES"), int, 2, 0, 10),
         concurrency=_number(*setting("--concurrency", "EVAL_CONCURRENCY"), int, 4, 1, 256),
         max_response_bytes=_number(*setting("--max-response-bytes", "EVAL_MAX_RESPONSE_BYTES"), int, 10 * 1024 * 1024, 1, 2**40),
+        runs=_number(*setting("--runs", "EVAL_RUNS"), int, 1, 1, 100),
+        gate_on=gate_on or "trials",
+        task_globs=globs("--task", "EVAL_TASK_GLOB"),
+        category_globs=globs("--category", "EVAL_CATEGORY_GLOB"),
+        shard=_shard(shard, shard_where) if shard else None,
+        dry_run=dry_run in (True, "1", "true"),
+        junit_path=writable_path(junit_path, junit_where) if junit_path else None,
+        summary_md_paths=tuple(summary_md_paths),
     )
     if backend != "http":
         return config
@@ -142,7 +181,21 @@ def redact_url(url: str) -> str:
     return f"{parts.scheme}://{userinfo}{host}{parts.path}{query}"
 
 
-def _gate(text: str, where: str) -> Decimal:
+def writable_path(path: str, where: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{where}: cannot write {path}: no folder {folder}")
+    return path
+
+
+def _shard(text: str, where: str) -> tuple[int, int]:
+    index, slash, count = text.partition("/")
+    if slash and index.strip().isdigit() and count.strip().isdigit() and 1 <= int(index) <= int(count):
+        return int(index), int(count)
+    raise ConfigError(f"{where}: expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
+
+
+def parse_gate(text: str, where: str) -> Decimal:
     try:
         gate = Decimal(text.strip())
     except InvalidOperation:

@@ -3,111 +3,43 @@
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from types import FrameType
+from typing import Any
 
-from backends import BACKENDS, Backend, agent_request
-from config import HARNESS_VERSION, parse_config
-from records import BackendError, ConfigError, Reply, Result, Task
-from report import result_line, results_document, summary_line, write_json_atomic
-from scoring import score, summarize
+from backends import BACKENDS
+from config import Config, parse_config
+from console import Console, Progress, say
+from manifest import run_manifest
+from records import ConfigError, Status, Summary, Task, TaskResult
+from report import render_json, results_document, summary_line, task_entry, write_atomic
+from runner import group_trials, run_jobs
+from scoring import summarize
+from selection import select_tasks, shard_of
 from taskfile import load_task_file
 
-# Error codes that mean the agent was never really asked: if every task ends in one, exit 3.
+# Error codes that mean the agent was never really asked: if every trial ends in one, exit 3.
 UNREACHABLE = {"reply:connect", "reply:tls", "reply:auth"}
 EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-def run_task(backend: Backend, task: Task) -> Result:
-    """Send one task's request and score the reply; a BackendError becomes an error reply."""
-    started = time.perf_counter()
-    try:
-        reply = backend.run(agent_request(task))
-    except BackendError as err:
-        reply = Reply.failed(err)
-    duration_ms = (time.perf_counter() - started) * 1000
-    return Result(task=task, reply=reply, outcome=score(task, reply), duration_ms=duration_ms)
-
-
-def run_tasks(
-    backend: Backend, tasks: Sequence[Task], concurrency: int, on_result: Callable[[Result], None]
-) -> tuple[list[Result], bool]:
-    """Run tasks `concurrency` at a time; report and return results in task-file order, and whether Ctrl-C cut the run short."""
-    finished: dict[int, Result] = {}
-    results: list[Result] = []
-    # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
-    completed = enumerate(run_task(backend, task) for task in tasks) if concurrency == 1 else _run_pool(backend, tasks, concurrency)
-    try:
-        for index, result in completed:
-            finished[index] = result
-            while len(results) in finished:
-                results.append(finished.pop(len(results)))
-                on_result(results[-1])
-    except KeyboardInterrupt:
-        for index in sorted(finished):
-            results.append(finished[index])
-            on_result(finished[index])
-        return results, True
-    return results, False
-
-
-def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
-    """Yield (index, result) as worker threads complete them; closing the generator stops the workers."""
-    todo = iter(enumerate(tasks))
-    todo_lock = threading.Lock()
-    stop = threading.Event()
-    done: queue.SimpleQueue[tuple[int, Result | BaseException]] = queue.SimpleQueue()
-
-    def worker() -> None:
-        while not stop.is_set():
-            with todo_lock:
-                item = next(todo, None)
-            if item is None:
-                return
-            index, task = item
-            try:
-                done.put((index, run_task(backend, task)))
-            except BaseException as exc:  # a bug, not a verdict: hand it to the main thread
-                done.put((index, exc))
-                return
-
-    # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
-    for _ in range(min(concurrency, len(tasks))):
-        threading.Thread(target=worker, daemon=True).start()
-    try:
-        for _ in tasks:
-            index, outcome = done.get()
-            if isinstance(outcome, BaseException):
-                raise outcome
-            yield index, outcome
-    finally:
-        stop.set()
-
-
-def say(line: str) -> None:
-    """Print a console line; when the reader has gone (`| head`), carry on quietly: the results file gets everything."""
-    try:
-        print(line, flush=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Load, run, score, report, gate."""
+    """Load, select, run, score, report, gate; or `merge` shard results."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:
+        from merge import merge_main
+
+        return merge_main(argv[1:])
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         config = parse_config(argv, os.environ)
         task_file = load_task_file(config.tasks_path)
+        selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
+        tasks = shard_of(selected, *config.shard) if config.shard else selected
         backend = BACKENDS[config.backend](config)
     except ConfigError as exc:
         print(f"eval_agent: error: {exc}", file=sys.stderr)
@@ -116,50 +48,93 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
     settings = backend.describe()
+    where = f" at {settings['url']}" if "url" in settings else ""
+    plan = f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}"
+    plan += f" × {config.runs} runs" if config.runs > 1 else ""
+    plan += f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else ""
+    if config.dry_run:
+        return dry_run(config, tasks, f"{plan} on backend {config.backend}{where}", settings)
+    manifest = run_manifest(config, task_file, selected, settings)
     started_at = datetime.now(timezone.utc)
     started = time.perf_counter()
-    where = f" at {settings['url']}" if "url" in settings else ""
-    say(f"{len(task_file.tasks)} tasks from {task_file.path} on backend {config.backend}{where}")
-    id_width = max(len(task.id) for task in task_file.tasks)
-    results, interrupted = run_tasks(
-        backend, task_file.tasks, config.concurrency, lambda result: say(result_line(result, id_width))
-    )
+    say(f"{plan} on backend {config.backend}{where}")
+
+    jobs = [task for task in tasks for _ in range(config.runs)]
+    console = Console(tasks, config.runs, Progress(len(jobs), sys.stderr))
+    results, interrupted = run_jobs(backend, jobs, config.concurrency, console.on_result)
     # The results are in: a late Ctrl-C must not leave them unwritten.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    ran = {result.task.id for result in results}
-    not_run = [task.id for task in task_file.tasks if task.id not in ran]
-    summary = summarize(results, config.gate, len(not_run))
-
+    console.finish()
+    task_results = group_trials(tasks, results)
+    ran = {task_result.task.id for task_result in task_results}
+    summary = summarize(
+        tallies(task_results), config.gate, runs=config.runs, gate_on=config.gate_on, not_run=len(tasks) - len(ran)
+    )
     document = results_document(
-        harness_version=HARNESS_VERSION,
         run_id=config.run_id,
-        backend=config.backend,
-        backend_settings=settings,
-        task_file={"path": task_file.path, "sha256": task_file.sha256},
+        manifest=manifest,
         started_at=started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         duration_ms=(time.perf_counter() - started) * 1000,
         summary=summary,
-        results=results,
+        tasks=[task_entry(task_result) for task_result in task_results],
         interrupted=interrupted,
-        not_run=not_run,
+        not_run=[task.id for task in tasks if task.id not in ran],
     )
+    code = publish(document, summary, config)
+    if interrupted and code != EXIT_CONFIG:
+        print(f"eval_agent: interrupted after {len(results)} of {len(jobs)} trials", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return code
+
+
+def tallies(task_results: Sequence[TaskResult]) -> list[tuple[str, str, list[Status]]]:
+    """(id, category, trial verdicts) per task: what summarize counts."""
+    return [(tr.task.id, tr.task.category, [trial.outcome.status for trial in tr.trials]) for tr in task_results]
+
+
+def publish(document: Mapping[str, Any], summary: Summary, config: Config) -> int:
+    """Write the results file and the reports asked for, print the summary line, and return the exit code."""
+    from jobsummary import job_summary
+    from junit import junit_xml
+
     try:
-        write_json_atomic(config.results_path, document)
+        write_atomic(config.results_path, render_json(document))
+        if config.junit_path:
+            write_atomic(config.junit_path, junit_xml(document))
+        for path in config.summary_md_paths:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(job_summary(document))
     except OSError as exc:
-        print(f"eval_agent: error: cannot write {config.results_path}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"eval_agent: error: cannot write {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_CONFIG
     say(summary_line(summary))
-
-    if interrupted:
-        print(f"eval_agent: interrupted after {len(results)} of {len(task_file.tasks)} tasks", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if results and all(result.reply.error_code in UNREACHABLE for result in results):
-        first = results[0].reply
-        verb = "was refused by" if first.error_code == "reply:auth" else "could not reach"
-        print(f"eval_agent: error: {verb} {settings.get('url', config.backend)}: {first.error}", file=sys.stderr)
+    codes = [trial["code"] for entry in document["results"] for trial in entry["trialResults"]]
+    if codes and all(code in UNREACHABLE for code in codes):
+        first = document["results"][0]["trialResults"][0]
+        url = document["manifest"]["backendSettings"].get("url", document["manifest"]["backend"])
+        verb = "was refused by" if first["code"] == "reply:auth" else "could not reach"
+        print(f"eval_agent: error: {verb} {url}: {first['reason']}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    return EXIT_GATE_MET if summary.gate_passed else EXIT_GATE_FAILED
+    return EXIT_GATE_MET if document["gatePassed"] else EXIT_GATE_FAILED
+
+
+def dry_run(config: Config, tasks: Sequence[Task], plan: str, settings: Mapping[str, Any]) -> int:
+    """List what a run would do, with the backend's settings (secrets masked), and send nothing."""
+    say(f"dry run: {plan}")
+    shown = ", ".join(f"{key} {value}" for key, value in settings.items() if key != "url")
+    say(f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}{', ' + shown if shown else ''}")
+    width = max(len(task.id) for task in tasks)
+    for task in tasks:
+        expect = task.expect
+        wanted = f"{expect.tool}({', '.join(expect.required_args)})" if hasattr(expect, "tool") else "a refusal"
+        say(f"  {task.id:<{width}}  {task.category}  expects {wanted}")
+    say("nothing was sent")
+    return EXIT_GATE_MET
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

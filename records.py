@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Literal, Union
 
 Status = Literal["pass", "fail", "error"]
+GateOn = Literal["trials", "pass-all"]
 
 
 class ConfigError(Exception):
@@ -57,6 +59,7 @@ class Task:
     category: str
     prompt: str
     expect: Expect
+    sha256: str = ""  # of the task's own definition, so a changed task is told from a changed agent
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class TaskFile:
     sha256: str
     tools: tuple[Tool, ...]
     tasks: tuple[Task, ...]
+    tools_sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,36 @@ class Result:
 
 
 @dataclass(frozen=True)
+class TaskResult:
+    """Every trial of one task, in the order they were sent."""
+
+    task: Task
+    trials: tuple[Result, ...]
+
+    @property
+    def passes(self) -> int:
+        return sum(trial.outcome.status == "pass" for trial in self.trials)
+
+    @property
+    def status(self) -> Status:
+        """pass when every trial passed; fail when any got a wrong answer; else error."""
+        return task_status([trial.outcome.status for trial in self.trials])
+
+    @property
+    def first_miss(self) -> Result | None:
+        """The trial that explains a non-pass: the first wrong answer, else the first error."""
+        misses = [trial for trial in self.trials if trial.outcome.status != "pass"]
+        return next((t for t in misses if t.outcome.status == "fail"), misses[0] if misses else None)
+
+
+def task_status(statuses: list[Status]) -> Status:
+    """A task's verdict from its trials' verdicts."""
+    if all(status == "pass" for status in statuses):
+        return "pass"
+    return "fail" if "fail" in statuses else "error"
+
+
+@dataclass(frozen=True)
 class CategoryCount:
     """Passed and total tasks of one category."""
 
@@ -131,9 +165,9 @@ class CategoryCount:
 
 @dataclass(frozen=True)
 class Summary:
-    """The aggregate of a run's outcomes against the gate."""
+    """The aggregate of a run's trials against the gate."""
 
-    passed: int
+    passed: int  # trials, as are failed, errored and total
     failed: int
     errored: int
     total: int
@@ -141,8 +175,12 @@ class Summary:
     gate_passed: bool
     by_category: Mapping[str, CategoryCount]
     not_run: int = 0
+    runs: int = 1
+    gate_on: GateOn = "trials"
+    pass_all_k: Mapping[int, Fraction] = field(default_factory=dict)  # pass^k, k = 1..runs, as a fraction
+    flaky: tuple[str, ...] = ()
 
     @property
     def pass_rate(self) -> float:
-        """Passed tasks as a percentage of all tasks (0 when there are none)."""
+        """Passed trials as a percentage of all trials (0 when there are none)."""
         return 100.0 * self.passed / self.total if self.total else 0.0

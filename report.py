@@ -5,34 +5,47 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_DOWN, Decimal
+from fractions import Fraction
 from typing import Any
 
-from records import Reply, Result, Summary
+from records import Reply, Result, Summary, TaskResult
 
-RESULTS_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
 
 
-def percent(value: Decimal, places: int = 0) -> str:
+def percent(value: Decimal | Fraction, places: int = 0) -> str:
     """`100`, `90`, `66.6`: truncated, never rounded up past a gate it missed."""
+    if isinstance(value, Fraction):
+        value = Decimal(value.numerator) / Decimal(value.denominator)
     return f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN).normalize():f}"
 
 
 def summary_line(summary: Summary) -> str:
-    """`9/10 PASS at 90% (gate 95%) · 1 failed · gate not met`."""
+    """`9/10 PASS at 90% (gate 95%) · 1 failed · gate not met`; with repeats, trials and pass^N."""
     gate_places = max(0, -summary.gate.normalize().as_tuple().exponent)
-    rate = Decimal(summary.passed * 100) / summary.total if summary.total else Decimal(0)
-    line = f"{summary.passed}/{summary.total} PASS at {percent(rate, max(1, gate_places))}% (gate {percent(summary.gate, gate_places)}%)"
+    places = max(1, gate_places)
+    gate = f"(gate {percent(summary.gate, gate_places)}%)"
+    rate = Fraction(summary.passed, summary.total) * 100 if summary.total else Fraction(0)
+    trials = "" if summary.runs == 1 else " trials"
+    trial_part = f"{summary.passed}/{summary.total}{trials} PASS at {percent(rate, places)}%"
+    pass_all = f"pass^{summary.runs} {percent(summary.pass_all_k.get(summary.runs, Fraction(0)) * 100, places)}%"
+    if summary.gate_on == "pass-all":
+        parts = [f"{pass_all} {gate}", trial_part]
+    else:
+        parts = [f"{trial_part} {gate}"] + ([pass_all] if summary.runs > 1 else [])
+    if summary.flaky:
+        parts.append(f"{len(summary.flaky)} flaky")
     if summary.failed:
-        line += f" · {summary.failed} failed"
+        parts.append(f"{summary.failed} failed")
     if summary.errored:
-        line += f" · {summary.errored} error{'s' if summary.errored > 1 else ''}"
+        parts.append(f"{summary.errored} error{'s' if summary.errored > 1 else ''}")
     if summary.not_run:
-        line += f" · {summary.not_run} not run"
+        parts.append(f"{summary.not_run} not run")
     if not summary.gate_passed:
-        line += " · gate not met"
-    return line
+        parts.append("gate not met")
+    return " · ".join(parts)
 
 
 def describe_calls(reply: Reply) -> str:
@@ -44,12 +57,17 @@ def describe_calls(reply: Reply) -> str:
     return "(refused)" if reply.refused else "(no call)"
 
 
-def result_line(result: Result, id_width: int) -> str:
-    """One console line per task: status, id, what was called, duration, reason."""
-    outcome = result.outcome
-    line = f"{outcome.status.upper():<5} {result.task.id:<{id_width}}  {describe_calls(result.reply)}  {_millis(result.duration_ms)}"
-    if outcome.status != "pass":
-        line += f"  {outcome.code}: {outcome.reason}"
+def result_line(task_result: TaskResult, id_width: int) -> str:
+    """One console line per task: status, id, (passes/trials,) what was called, duration, reason."""
+    trials = task_result.trials
+    shown = task_result.first_miss or trials[0]
+    duration = sum(trial.duration_ms for trial in trials) / len(trials)
+    tally = f"  {task_result.passes}/{len(trials)}" if len(trials) > 1 else ""
+    line = f"{task_result.status.upper():<5} {task_result.task.id:<{id_width}}{tally}  {describe_calls(shown.reply)}  {_millis(duration)}"
+    if task_result.first_miss is not None:
+        line += f"  {shown.outcome.code}: {shown.outcome.reason}"
+    if 0 < task_result.passes < len(trials):
+        line += "  (flaky)"
     return line
 
 
@@ -57,49 +75,27 @@ def _millis(ms: float) -> str:
     return f"{ms:.1f}ms" if ms < 10 else f"{ms:.0f}ms"
 
 
-def results_document(
-    *,
-    harness_version: str,
-    run_id: str,
-    backend: str,
-    backend_settings: dict[str, Any],
-    task_file: dict[str, str],
-    started_at: str,
-    duration_ms: float,
-    summary: Summary,
-    results: Sequence[Result],
-    interrupted: bool,
-    not_run: Sequence[str],
-) -> dict[str, Any]:
-    """The results file's content: the source of truth every other report renders."""
+def task_entry(task_result: TaskResult) -> dict[str, Any]:
+    """A task's entry in the results file: its verdict over all trials, then each trial."""
+    miss = task_result.first_miss
+    trials = task_result.trials
     return {
-        "schemaVersion": RESULTS_SCHEMA_VERSION,
-        "harnessVersion": harness_version,
-        "runId": run_id,
-        "passed": summary.passed,
-        "failed": summary.failed,
-        "errored": summary.errored,
-        "total": summary.total,
-        "passRate": round(summary.pass_rate, 4),
-        "gate": float(summary.gate),
-        "gatePassed": summary.gate_passed,
-        "startedAt": started_at,
-        "durationMs": round(duration_ms, 1),
-        "backend": backend,
-        "backendSettings": backend_settings,
-        "taskFile": task_file,
-        "interrupted": interrupted,
-        "notRun": list(not_run),
-        "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
-        "results": [_result_entry(result) for result in results],
+        "id": task_result.task.id,
+        "category": task_result.task.category,
+        "sha256": task_result.task.sha256,
+        "status": task_result.status,
+        "code": miss.outcome.code if miss else None,
+        "reason": miss.outcome.reason if miss else None,
+        "passes": task_result.passes,
+        "trials": len(trials),
+        "flaky": 0 < task_result.passes < len(trials),
+        "trialResults": [_trial_entry(trial) for trial in trials],
     }
 
 
-def _result_entry(result: Result) -> dict[str, Any]:
+def _trial_entry(result: Result) -> dict[str, Any]:
     reply = result.reply
     return {
-        "id": result.task.id,
-        "category": result.task.category,
         "status": result.outcome.status,
         "code": result.outcome.code,
         "reason": result.outcome.reason,
@@ -111,7 +107,51 @@ def _result_entry(result: Result) -> dict[str, Any]:
     }
 
 
-def render_json(document: dict[str, Any]) -> str:
+def summary_fields(summary: Summary) -> dict[str, Any]:
+    """The verdict part of the results file, recomputed alike by a run and by merge."""
+    return {
+        "passed": summary.passed,
+        "failed": summary.failed,
+        "errored": summary.errored,
+        "total": summary.total,
+        "passRate": round(summary.pass_rate, 4),
+        "gate": float(summary.gate),
+        "gateOn": summary.gate_on,
+        "gatePassed": summary.gate_passed,
+        "runs": summary.runs,
+        "passAllK": {str(k): round(float(value) * 100, 4) for k, value in summary.pass_all_k.items()},
+        "flaky": list(summary.flaky),
+        "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
+    }
+
+
+def results_document(
+    *,
+    run_id: str,
+    manifest: Mapping[str, Any],
+    started_at: str,
+    duration_ms: float,
+    summary: Summary,
+    tasks: Sequence[dict[str, Any]],
+    interrupted: bool,
+    not_run: Sequence[str],
+) -> dict[str, Any]:
+    """The results file's content: the source of truth every other report renders."""
+    return {
+        "schemaVersion": RESULTS_SCHEMA_VERSION,
+        "runId": run_id,
+        "fingerprint": manifest["fingerprint"],
+        "manifest": dict(manifest),
+        "startedAt": started_at,
+        "durationMs": round(duration_ms, 1),
+        "interrupted": interrupted,
+        "notRun": list(not_run),
+        **summary_fields(summary),
+        "results": list(tasks),
+    }
+
+
+def render_json(document: Mapping[str, Any]) -> str:
     """Indented at the top level, one line per entry of a list or object: readable, greppable, fast.
 
     json's indent= runs the pure-Python encoder, several times slower on 10,000 results.
@@ -132,11 +172,10 @@ def render_json(document: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(members) + "\n}\n"
 
 
-def write_json_atomic(path: str, document: dict[str, Any]) -> None:
+def write_atomic(path: str, text: str) -> None:
     """Write beside the target, then rename over it: a reader never sees half a file."""
     folder = os.path.dirname(os.path.abspath(path))
-    text = render_json(document)
-    fd, tmp = tempfile.mkstemp(prefix=".eval-results-", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=".eval-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

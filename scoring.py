@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
+from fractions import Fraction
+from math import comb
 
-from records import CategoryCount, ExpectRefusal, ExpectTool, Outcome, Reply, Result, Summary, Task, ToolCall
+from records import CategoryCount, ExpectRefusal, ExpectTool, GateOn, Outcome, Reply, Status, Summary, Task, ToolCall
 
 PASS = Outcome("pass")
 
@@ -46,24 +48,46 @@ def _missing_args(expect: ExpectTool, call: ToolCall) -> list[str]:
     return [key for key in expect.required_args if key not in call.args]
 
 
-def summarize(results: Sequence[Result], gate: Decimal, not_run: int = 0) -> Summary:
-    """Count outcomes overall and per category, and decide the gate; a run cut short never meets it."""
-    passed = sum(result.outcome.status == "pass" for result in results)
-    errored = sum(result.outcome.status == "error" for result in results)
-    total = len(results)
+def summarize(
+    tallies: Sequence[tuple[str, str, Sequence[Status]]],
+    gate: Decimal,
+    *,
+    runs: int = 1,
+    gate_on: GateOn = "trials",
+    not_run: int = 0,
+) -> Summary:
+    """Count trials overall and per category, compute pass^k and the flaky tasks, and decide the gate.
+
+    `tallies` holds (task id, category, trial verdicts) per task. A run cut short never meets the gate.
+    """
+    statuses = [status for _, _, trials in tallies for status in trials]
+    passed = statuses.count("pass")
+    errored = statuses.count("error")
     categories: dict[str, CategoryCount] = {}
-    for result in results:
-        count = categories.get(result.task.category, CategoryCount(0, 0))
-        categories[result.task.category] = CategoryCount(
-            count.passed + (result.outcome.status == "pass"), count.total + 1
-        )
+    for _, category, trials in tallies:
+        count = categories.get(category, CategoryCount(0, 0))
+        categories[category] = CategoryCount(count.passed + trials.count("pass"), count.total + len(trials))
+    pass_all_k = {k: pass_hat_k([(trials.count("pass"), len(trials)) for _, _, trials in tallies], k) for k in range(1, runs + 1)}
+    rate = Fraction(passed, len(statuses)) if statuses else Fraction(0)
+    if gate_on == "pass-all":
+        rate = pass_all_k.get(runs, Fraction(0))
     return Summary(
         passed=passed,
-        failed=total - passed - errored,
+        failed=len(statuses) - passed - errored,
         errored=errored,
-        total=total,
+        total=len(statuses),
         gate=gate,
-        gate_passed=total > 0 and not_run == 0 and passed * 100 >= gate * total,
+        gate_passed=bool(statuses) and not_run == 0 and rate * 100 >= Fraction(gate),
         by_category=categories,
         not_run=not_run,
+        runs=runs,
+        gate_on=gate_on,
+        pass_all_k=pass_all_k,
+        flaky=tuple(task_id for task_id, _, trials in tallies if 0 < trials.count("pass") < len(trials)),
     )
+
+
+def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> Fraction:
+    """pass^k (tau-bench): the mean over tasks of C(c, k) / C(n, k), c passing trials of n; tasks with fewer than k trials are left out."""
+    terms = [Fraction(comb(c, k), comb(n, k)) for c, n in counts if n >= k]
+    return sum(terms, Fraction(0)) / len(terms) if terms else Fraction(0)

@@ -41,7 +41,19 @@ def load_task_file(path: str) -> TaskFile:
         more = len(checker.problems) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
         raise ConfigError(f"{path}: {first}{suffix}")
-    return TaskFile(path=path, sha256=hashlib.sha256(raw).hexdigest(), tools=tools, tasks=tasks)
+    return TaskFile(
+        path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        tools=tools,
+        tasks=tasks,
+        tools_sha256=canonical_sha256(data["tools"]),
+    )
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class _Checker:
@@ -160,7 +172,7 @@ class _Checker:
         expect = self.expect(item.get("expect"), f"{path}.expect", tools)
         if task_id is None or category is None or prompt is None or expect is None:
             return None
-        return Task(id=task_id, category=category, prompt=prompt, expect=expect)
+        return Task(id=task_id, category=category, prompt=prompt, expect=expect, sha256=canonical_sha256(item))
 
     def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
         shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]} or {"refusal": true}'

@@ -7,7 +7,7 @@ import unittest
 
 from backends import agent_request
 from backends.stub import StubBackend
-from eval_agent import run_tasks
+from runner import run_jobs
 from records import AgentRequest, ExpectTool
 from taskfile import load_task_file
 from tests.support import CANONICAL_TASKS
@@ -22,7 +22,7 @@ class AnswerKeyBoundary(unittest.TestCase):
     def test_the_stub_receives_no_expected_tool_or_argument_key(self) -> None:
         tasks = load_task_file(CANONICAL_TASKS).tasks
         stub = StubBackend()
-        run_tasks(stub, tasks, concurrency=4, on_result=lambda result: None)
+        run_jobs(stub, tasks, concurrency=4, on_result=lambda result: None)
         self.assertEqual([request.task_id for request in stub.requests], [task.id for task in tasks])
         for task, request in zip(tasks, stub.requests):
             with self.subTest(task.id):

@@ -26,7 +26,7 @@ class StubRun(TempDirTestCase):
         stdout, stderr, code = run_cli(cwd=self.tmp)
         lines = stdout.splitlines()
         self.assertEqual((lines[-1], stderr, code), (ALL_PASS, "", 0))
-        self.assertEqual(lines[0], f"10 tasks from {CANONICAL_TASKS} on backend stub")
+        self.assertEqual(lines[0], f"10 of 10 tasks from {CANONICAL_TASKS} on backend stub")
         task_lines = lines[1:-1]
         self.assertEqual(len(task_lines), 10)
         self.assertTrue(all(line.startswith("PASS  ") for line in task_lines), task_lines)
@@ -37,23 +37,27 @@ class StubRun(TempDirTestCase):
     def test_results_file_holds_every_documented_field(self) -> None:
         run_cli(cwd=self.tmp)
         doc = self.read_json("eval-results.json")
-        self.assertEqual(doc["schemaVersion"], 1)
+        self.assertEqual(doc["schemaVersion"], 2)
         self.assertEqual((doc["passed"], doc["failed"], doc["errored"], doc["total"]), (10, 0, 0, 10))
-        self.assertEqual((doc["passRate"], doc["gate"], doc["gatePassed"]), (100.0, 80.0, True))
-        self.assertEqual(doc["backend"], "stub")
+        self.assertEqual((doc["passRate"], doc["gate"], doc["gateOn"], doc["gatePassed"]), (100.0, 80.0, "trials", True))
+        self.assertEqual((doc["runs"], doc["passAllK"], doc["flaky"]), (1, {"1": 100.0}, []))
+        self.assertEqual((doc["interrupted"], doc["notRun"]), (False, []))
+        self.assertRegex(doc["runId"], r"^[0-9a-f]{32}$")
         self.assertRegex(doc["startedAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertGreaterEqual(doc["durationMs"], 0)
-        self.assertEqual(doc["taskFile"]["path"], CANONICAL_TASKS)
-        self.assertRegex(doc["taskFile"]["sha256"], r"^[0-9a-f]{64}$")
         self.assertEqual(doc["byCategory"]["asset.search"], {"passed": 2, "total": 2})
         self.assertEqual(len(doc["byCategory"]), 9)
         first = doc["results"][0]
         self.assertEqual(
-            set(first), {"id", "category", "status", "code", "reason", "toolCalls", "refused", "text", "attempts", "durationMs"}
+            set(first), {"id", "category", "sha256", "status", "code", "reason", "passes", "trials", "flaky", "trialResults"}
         )
         self.assertEqual((first["id"], first["category"], first["status"]), ("asset-search-by-tag", "asset.search", "pass"))
-        self.assertEqual(first["toolCalls"][0]["name"], "imageman.asset.search")
-        self.assertIn("tags", first["toolCalls"][0]["args"])
+        self.assertEqual((first["passes"], first["trials"], first["flaky"]), (1, 1, False))
+        self.assertRegex(first["sha256"], r"^[0-9a-f]{64}$")
+        trial = first["trialResults"][0]
+        self.assertEqual(set(trial), {"status", "code", "reason", "toolCalls", "refused", "text", "attempts", "durationMs"})
+        self.assertEqual(trial["toolCalls"][0]["name"], "imageman.asset.search")
+        self.assertIn("tags", trial["toolCalls"][0]["args"])
         self.assertEqual([r["status"] for r in doc["results"]], ["pass"] * 10)
 
     def test_results_file_is_replaced_whole_and_leaves_no_temporary_file(self) -> None:

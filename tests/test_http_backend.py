@@ -59,7 +59,7 @@ class Contract(HttpTestCase):
         self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 80%)", "", 0))
         self.assertIn(f"on backend http at {agent.url('/api/agent')}", stdout.splitlines()[0])
         self.assertEqual(len(agent.received), 10)
-        self.assertEqual([r["attempts"] for r in self.results()["results"]], [1] * 10)
+        self.assertEqual([r["trialResults"][0]["attempts"] for r in self.results()["results"]], [1] * 10)
 
     def test_posts_json_to_exactly_the_configured_path_and_query(self) -> None:
         agent = self.agent(canned)
@@ -81,7 +81,7 @@ class Contract(HttpTestCase):
         agent = self.agent(canned)
         stdout, _, code = run_cli(env=clean_env(EVAL_AGENT_URL=agent.url()), cwd=self.tmp)
         self.assertEqual((code, len(agent.received)), (0, 10))
-        self.assertEqual(self.results()["backend"], "http")
+        self.assertEqual(self.results()["manifest"]["backend"], "http")
 
     def test_the_body_carries_the_prompt_task_id_and_run_id_and_nothing_of_the_answer_key(self) -> None:
         agent = self.agent(canned)
@@ -114,7 +114,7 @@ class Contract(HttpTestCase):
         agent = self.agent(respond)
         stdout, _, code = self.run_http(agent.url())
         self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 80%)", 0))
-        first = self.results()["results"][0]
+        first = self.results()["results"][0]["trialResults"][0]
         self.assertEqual([call["name"] for call in first["toolCalls"]], ["imageman.asset.list", "imageman.asset.search"])
         self.assertEqual(first["toolCalls"][1]["args"]["tags"], ["summer-campaign-2026"])
 
@@ -255,7 +255,7 @@ class Failures(HttpTestCase):
         self.assertEqual(stderr, f"eval_agent: error: could not reach {url}: connection refused (2 attempts)\n")
         doc = self.results()
         self.assertEqual((doc["errored"], doc["total"], doc["gatePassed"]), (10, 10, False))
-        self.assertEqual({(r["code"], r["attempts"]) for r in doc["results"]}, {("reply:connect", 2)})
+        self.assertEqual({(r["code"], r["trialResults"][0]["attempts"]) for r in doc["results"]}, {("reply:connect", 2)})
 
     def test_some_tasks_reaching_the_agent_is_a_verdict_not_exit_3(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
@@ -284,7 +284,7 @@ class Retries(HttpTestCase):
         agent = self.scripted(status(503, b"warming up"), lambda received, handler: send_json(handler, {"refused": True}))
         stdout, _, code = self.run_http(agent.url(), "--tasks", self.refusal_only_tasks())
         self.assertEqual((stdout.splitlines()[-1], code), ("1/1 PASS at 100% (gate 80%)", 0))
-        self.assertEqual(self.results()["results"][0]["attempts"], 2)
+        self.assertEqual(self.results()["results"][0]["trialResults"][0]["attempts"], 2)
 
     def test_a_429_waits_as_long_as_retry_after_says(self) -> None:
         agent = self.scripted(status(429, b"slow down", {"Retry-After": "1"}), lambda r, h: send_json(h, {"refused": True}))
@@ -298,7 +298,7 @@ class Retries(HttpTestCase):
             self.run_http(agent.url(), "--tasks", self.refusal_only_tasks(), EVAL_RETRIES="2", **env)
             result = self.results()["results"][0]
             with self.subTest(result["reason"]):
-                self.assertEqual((result["status"], result["attempts"]), ("error", 3))
+                self.assertEqual((result["status"], result["trialResults"][0]["attempts"]), ("error", 3))
                 self.assertTrue(result["reason"].endswith(" (3 attempts)"), result["reason"])
                 agent.wait_for_requests(3)
 
@@ -307,7 +307,7 @@ class Retries(HttpTestCase):
             with self.subTest(code):
                 agent = self.agent(status(code))
                 self.run_http(agent.url(), "--tasks", self.refusal_only_tasks(), EVAL_RETRIES="2")
-                self.assertEqual((len(agent.received), self.results()["results"][0]["attempts"]), (1, 1))
+                self.assertEqual((len(agent.received), self.results()["results"][0]["trialResults"][0]["attempts"]), (1, 1))
 
     def test_an_agent_closing_idle_keep_alive_connections_is_not_an_error(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
@@ -317,7 +317,7 @@ class Retries(HttpTestCase):
         agent = self.agent(respond)
         stdout, _, code = self.run_http(agent.url(), EVAL_RETRIES="0", EVAL_CONCURRENCY="1")
         self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 80%)", 0))
-        self.assertEqual([r["attempts"] for r in self.results()["results"]], [1] * 10)
+        self.assertEqual([r["trialResults"][0]["attempts"] for r in self.results()["results"]], [1] * 10)
 
 
 class Concurrency(HttpTestCase):
@@ -363,7 +363,7 @@ class Tls(HttpTestCase):
         stdout, stderr, code = self.run_http(agent.url(), EVAL_RETRIES="2")
         self.assertEqual(code, 3)
         self.assertRegex(stderr, r"^eval_agent: error: could not reach https://127\.0\.0\.1:\d+/run: TLS failure: .*certificate")
-        self.assertEqual({(r["code"], r["attempts"]) for r in self.results()["results"]}, {("reply:tls", 1)})
+        self.assertEqual({(r["code"], r["trialResults"][0]["attempts"]) for r in self.results()["results"]}, {("reply:tls", 1)})
 
 
 class Proxies(HttpTestCase):
@@ -415,7 +415,7 @@ class Secrets(HttpTestCase):
         self.assertEqual(agent.received[0].headers["X-Api-Key"], self.HEADER)
         self.assertEqual(agent.received[0].path, f"/run?key={self.QUERY}")
         self.assert_nowhere(stdout, stderr, self.TOKEN, self.HEADER, self.QUERY)
-        self.assertEqual(self.results()["backendSettings"]["url"], agent.url("/run?***"))
+        self.assertEqual(self.results()["manifest"]["backendSettings"]["url"], agent.url("/run?***"))
 
     def test_url_credentials_are_sent_as_basic_auth_and_masked(self) -> None:
         agent = self.agent(status(401))
@@ -490,7 +490,7 @@ class Interrupts(HttpTestCase):
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
         self.assertEqual(proc.returncode, 130)
-        self.assertEqual(stderr, "eval_agent: interrupted after 1 of 10 tasks\n")
+        self.assertEqual(stderr, "eval_agent: interrupted after 1 of 10 trials\n")
         self.assertEqual(stdout.splitlines()[-1], "1/1 PASS at 100% (gate 80%) · 9 not run · gate not met")
         doc = self.results()
         self.assertEqual((doc["interrupted"], doc["gatePassed"], len(doc["results"])), (True, False, 1))

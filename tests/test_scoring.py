@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import unittest
 from decimal import Decimal
+from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from records import ExpectRefusal, ExpectTool, Outcome, Reply, Result, Task, ToolCall
-from scoring import score, summarize
+from records import ExpectRefusal, ExpectTool, Outcome, Reply, Task, ToolCall
+from scoring import pass_hat_k, score, summarize
 
 GET = ExpectTool("imageman.asset.get", ("assetId",))
 TAG = ExpectTool("imageman.asset.tag", ("assetIds", "tags"))
@@ -158,35 +159,62 @@ class ScoreProperties(unittest.TestCase):
             self.assertTrue(outcome.code and outcome.reason)
 
 
-def result(status: str, category: str = "c") -> Result:
-    return Result(task(GET, category), Reply(), Outcome(status), 1.0)  # type: ignore[arg-type]
+def tally(*statuses: str, category: str = "c", task_id: str = "t") -> tuple[str, str, list[str]]:
+    return (task_id, category, list(statuses))
 
 
 class Summarize(unittest.TestCase):
     def test_errors_stay_in_the_denominator_and_are_counted_apart(self) -> None:
-        summary = summarize([result("pass"), result("fail"), result("error"), result("pass")], Decimal(50))
+        summary = summarize([tally("pass"), tally("fail"), tally("error"), tally("pass")], Decimal(50))
         self.assertEqual((summary.passed, summary.failed, summary.errored, summary.total), (2, 1, 1, 4))
         self.assertEqual(summary.pass_rate, 50.0)
         self.assertTrue(summary.gate_passed)
 
     def test_gate_is_met_at_exactly_the_gate(self) -> None:
-        results = [result("pass")] * 4 + [result("fail")]
-        self.assertTrue(summarize(results, Decimal(80)).gate_passed)
-        self.assertFalse(summarize(results, Decimal("80.01")).gate_passed)
+        tallies = [tally("pass")] * 4 + [tally("fail")]
+        self.assertTrue(summarize(tallies, Decimal(80)).gate_passed)
+        self.assertFalse(summarize(tallies, Decimal("80.01")).gate_passed)
 
     def test_gate_compares_exactly_not_in_floating_point(self) -> None:
-        results = [result("pass")] * 2 + [result("fail")]
-        self.assertFalse(summarize(results, Decimal("66.67")).gate_passed)
-        self.assertTrue(summarize(results, Decimal("66.66")).gate_passed)
+        tallies = [tally("pass")] * 2 + [tally("fail")]
+        self.assertFalse(summarize(tallies, Decimal("66.67")).gate_passed)
+        self.assertTrue(summarize(tallies, Decimal("66.66")).gate_passed)
 
     def test_no_results_never_meet_the_gate(self) -> None:
         self.assertFalse(summarize([], Decimal(0)).gate_passed)
 
+    def test_a_run_with_tasks_not_run_never_meets_the_gate(self) -> None:
+        self.assertFalse(summarize([tally("pass")], Decimal(0), not_run=1).gate_passed)
+
     def test_counts_per_category_keep_first_seen_order(self) -> None:
-        summary = summarize([result("pass", "b"), result("fail", "a"), result("pass", "b")], Decimal(0))
+        summary = summarize([tally("pass", category="b"), tally("fail", category="a"), tally("pass", category="b")], Decimal(0))
         self.assertEqual(list(summary.by_category), ["b", "a"])
         self.assertEqual((summary.by_category["b"].passed, summary.by_category["b"].total), (2, 2))
         self.assertEqual((summary.by_category["a"].passed, summary.by_category["a"].total), (0, 1))
+
+
+class PassHatK(unittest.TestCase):
+    def test_pass_hat_k_is_the_mean_of_c_choose_k_over_n_choose_k(self) -> None:
+        # One task passing 3 of 5 trials, one passing 5 of 5: C(3,k)/C(5,k) averaged with 1.
+        tallies = [tally("pass", "pass", "fail", "pass", "error", task_id="a"), tally(*["pass"] * 5, task_id="b")]
+        summary = summarize(tallies, Decimal(80), runs=5)
+        expected = {1: Fraction(4, 5), 2: Fraction(13, 20), 3: Fraction(11, 20), 4: Fraction(1, 2), 5: Fraction(1, 2)}
+        self.assertEqual(dict(summary.pass_all_k), expected)
+        self.assertEqual(summary.flaky, ("a",))
+
+    def test_pass_hat_k_against_known_values(self) -> None:
+        # tau-bench's definition on one task: c=2 of n=4 gives pass^1 = 1/2, pass^2 = 1/6, pass^3 = 0.
+        self.assertEqual([pass_hat_k([(2, 4)], k) for k in (1, 2, 3)], [Fraction(1, 2), Fraction(1, 6), Fraction(0)])
+
+    def test_the_gate_on_pass_all_uses_pass_hat_n(self) -> None:
+        tallies = [tally("pass", "pass", task_id="a"), tally("pass", "fail", task_id="b")]
+        self.assertTrue(summarize(tallies, Decimal(75), runs=2).gate_passed)  # 3 of 4 trials
+        self.assertFalse(summarize(tallies, Decimal(75), runs=2, gate_on="pass-all").gate_passed)  # 1 of 2 tasks
+        self.assertTrue(summarize(tallies, Decimal(50), runs=2, gate_on="pass-all").gate_passed)
+
+    def test_a_task_with_fewer_trials_than_k_is_left_out_of_pass_hat_k(self) -> None:
+        self.assertEqual(pass_hat_k([(1, 1), (0, 2)], 2), Fraction(0))
+        self.assertEqual(pass_hat_k([(1, 1), (2, 2)], 2), Fraction(1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""JUnit XML from a results document: a testcase per task, failures and errors kept apart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def junit_xml(document: Mapping[str, Any]) -> str:
+    """One testsuite; classname = category, name = task id; a failed task is a failure, an errored one an error."""
+    import xml.etree.ElementTree as ET  # only runs that ask for JUnit pay for it
+
+    entries = document["results"]
+    failures = sum(entry["status"] == "fail" for entry in entries)
+    errors = sum(entry["status"] == "error" for entry in entries)
+    seconds = f"{document['durationMs'] / 1000:.3f}"
+    counts = {"tests": str(len(entries)), "failures": str(failures), "errors": str(errors), "skipped": "0", "time": seconds}
+    suites = ET.Element("testsuites", name="agent-eval", **counts)
+    suite = ET.SubElement(suites, "testsuite", name="agent-eval", timestamp=document["startedAt"], **counts)
+    properties = ET.SubElement(suite, "properties")
+    manifest = document["manifest"]
+    for name, value in [
+        ("runId", document["runId"]),
+        ("fingerprint", document["fingerprint"]),
+        ("backend", manifest["backend"]),
+        ("passRate", document["passRate"]),
+        ("gate", document["gate"]),
+        ("gatePassed", document["gatePassed"]),
+        ("runs", document["runs"]),
+        ("interrupted", document["interrupted"]),
+    ]:
+        ET.SubElement(properties, "property", name=name, value=json.dumps(value).strip('"'))
+    for entry in entries:
+        trials = entry["trialResults"]
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=entry["category"],
+            name=entry["id"],
+            time=f"{sum(trial['durationMs'] for trial in trials) / 1000:.3f}",
+        )
+        if entry["status"] != "pass":
+            tally = f" (passed {entry['passes']} of {entry['trials']} trials)" if entry["trials"] > 1 else ""
+            verdict = ET.SubElement(case, "failure" if entry["status"] == "fail" else "error", type=entry["code"] or "")
+            verdict.set("message", f"{entry['code']}: {entry['reason']}{tally}")
+            verdict.text = "\n".join(_trial_text(number, trial) for number, trial in enumerate(trials, 1))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _trial_text(number: int, trial: Mapping[str, Any]) -> str:
+    verdict = trial["status"] if trial["status"] == "pass" else f"{trial['status']} {trial['code']}: {trial['reason']}"
+    calls = ", ".join(f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})" for call in trial["toolCalls"])
+    called = calls or ("(refused)" if trial["refused"] else "(no call)" if trial["status"] != "error" else "(error)")
+    return f"trial {number}: {verdict}\n  called: {called}"
