@@ -14,7 +14,7 @@ from typing import Any
 from backends import BACKENDS
 from config import Config, parse_config
 from console import Console, Progress, say
-from manifest import run_manifest
+from manifest import fingerprint, run_manifest
 from records import ConfigError, Status, Summary, Task, TaskResult
 from report import render_json, results_document, summary_line, task_entry, write_atomic
 from runner import group_trials, run_jobs
@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     document = results_document(
         run_id=config.run_id,
+        fingerprint=fingerprint(manifest, selected),
         manifest=manifest,
         started_at=started_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         duration_ms=(time.perf_counter() - started) * 1000,

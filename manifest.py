@@ -16,7 +16,7 @@ GIT_TIMEOUT = 5
 
 
 def run_manifest(config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Harness, Python, platform, git commit, backend, task file, selection and runs, with their fingerprint."""
+    """Harness, Python, platform, git commit, backend, task file, selection and runs."""
     manifest: dict[str, Any] = {
         "harnessVersion": HARNESS_VERSION,
         "python": platform.python_version(),
@@ -33,7 +33,6 @@ def run_manifest(config: Config, task_file: TaskFile, selected: Sequence[Task], 
         },
         "runs": config.runs,
     }
-    manifest["fingerprint"] = fingerprint(manifest, selected)
     return manifest
 
 

@@ -105,6 +105,7 @@ def merge(shards: Sequence[dict[str, Any]], paths: Sequence[str], gate: Decimal 
     manifest["selection"] = {**manifest["selection"], "shard": None, "mergedShards": count}
     document = results_document(
         run_id=first["runId"],
+        fingerprint=first["fingerprint"],
         manifest=manifest,
         started_at=min(doc["startedAt"] for doc in shards),
         duration_ms=max(doc["durationMs"] for doc in shards),

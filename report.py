@@ -128,6 +128,7 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
 def results_document(
     *,
     run_id: str,
+    fingerprint: str,
     manifest: Mapping[str, Any],
     started_at: str,
     duration_ms: float,
@@ -140,7 +141,7 @@ def results_document(
     return {
         "schemaVersion": RESULTS_SCHEMA_VERSION,
         "runId": run_id,
-        "fingerprint": manifest["fingerprint"],
+        "fingerprint": fingerprint,
         "manifest": dict(manifest),
         "startedAt": started_at,
         "durationMs": round(duration_ms, 1),
