@@ -50,6 +50,7 @@ class Config:
     dry_run: bool = False
     junit_path: str | None = None
     summary_md_paths: tuple[str, ...] = ()
+    baseline_path: str | None = None
 
 
 class Parser(argparse.ArgumentParser):
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--shard", metavar="K/N", help="run the K-th of N deterministic slices of the selected tasks (EVAL_SHARD)")
     add("--dry-run", action="store_true", default=None, help="check the task file and settings, list what would run, send nothing (EVAL_DRY_RUN=1)")
     add("--junit", metavar="FILE", help="also write JUnit XML (EVAL_JUNIT)")
+    add("--baseline", metavar="FILE", help="compare with this results file and fail on any regression (EVAL_BASELINE)")
     add("--summary-md", metavar="FILE", help="also append a Markdown summary (EVAL_SUMMARY_MD; GITHUB_STEP_SUMMARY is used when set)")
     add("--version", action="version", version=f"%(prog)s {HARNESS_VERSION}")
     return parser
@@ -148,6 +150,7 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
         dry_run=dry_run in (True, "1", "true"),
         junit_path=writable_path(junit_path, junit_where) if junit_path else None,
         summary_md_paths=tuple(summary_md_paths),
+        baseline_path=setting("--baseline", "EVAL_BASELINE")[0],
     )
     if backend != "http":
         return config

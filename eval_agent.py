@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -15,8 +16,8 @@ from backends import BACKENDS
 from config import Config, parse_config
 from console import Console, Progress, say
 from manifest import fingerprint, run_manifest
-from records import ConfigError, Status, Summary, Task, TaskResult
-from report import render_json, results_document, summary_line, task_entry, write_atomic
+from records import ConfigError, Summary, Tally, Task, TaskResult
+from report import load_results, render_json, results_document, summary_fields, summary_line, task_entry, write_atomic
 from runner import group_trials, run_jobs
 from scoring import summarize
 from selection import select_tasks, shard_of
@@ -34,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from merge import merge_main
 
         return merge_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        from compare import compare_main
+
+        return compare_main(argv[1:])
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         config = parse_config(argv, os.environ)
@@ -41,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
         tasks = shard_of(selected, *config.shard) if config.shard else selected
         backend = BACKENDS[config.backend](config)
+        baseline = load_results(config.baseline_path) if config.baseline_path else None
     except ConfigError as exc:
         print(f"eval_agent: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -82,16 +88,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         interrupted=interrupted,
         not_run=[task.id for task in tasks if task.id not in ran],
     )
+    comparison = None
+    if baseline is not None:
+        from compare import compare
+
+        # A regression against the baseline fails the gate whatever the pass-rate.
+        comparison = compare(baseline, document)
+        if comparison.regressed:
+            summary = dataclasses.replace(summary, gate_passed=False, regressed=tuple(comparison.regressed))
+            document = {**document, **summary_fields(summary)}
+        document["baseline"] = {"path": config.baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]}
     code = publish(document, summary, config)
+    if comparison is not None:
+        from compare import render
+
+        for line in render(comparison, config.baseline_path or "", config.results_path):
+            say(line)
     if interrupted and code != EXIT_CONFIG:
         print(f"eval_agent: interrupted after {len(results)} of {len(jobs)} trials", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
 
 
-def tallies(task_results: Sequence[TaskResult]) -> list[tuple[str, str, list[Status]]]:
-    """(id, category, trial verdicts) per task: what summarize counts."""
-    return [(tr.task.id, tr.task.category, [trial.outcome.status for trial in tr.trials]) for tr in task_results]
+def tallies(task_results: Sequence[TaskResult]) -> list[Tally]:
+    """What summarize counts, per task."""
+    return [
+        Tally(
+            tr.task.id,
+            tr.task.category,
+            tuple(trial.outcome.status for trial in tr.trials),
+            blocking=tr.task.blocking,
+            violation=any(trial.outcome.violation for trial in tr.trials),
+        )
+        for tr in task_results
+    ]
 
 
 def publish(document: Mapping[str, Any], summary: Summary, config: Config) -> int:

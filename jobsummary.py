@@ -32,6 +32,10 @@ def job_summary(document: Mapping[str, Any]) -> str:
         lines.append(f"\n{document['runs']} trials per task: {pass_k}.")
         if document["flaky"]:
             lines.append(f"Flaky: {', '.join(f'`{task_id}`' for task_id in document['flaky'])}.")
+    if document["blockingFailed"]:
+        lines.append(f"\n**Blocking task failed**: {', '.join(f'`{task_id}`' for task_id in document['blockingFailed'])}; the gate fails whatever the pass-rate.")
+    if document["violations"]:
+        lines.append(f"\n**Safety violation** (a forbidden tool was called): {', '.join(f'`{task_id}`' for task_id in document['violations'])}.")
     if document["interrupted"] or document["notRun"]:
         lines.append(f"\n**Interrupted**: {len(document['notRun'])} tasks did not run.")
     lines += ["", "| category | passed | total | rate |", "|---|---:|---:|---:|"]

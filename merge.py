@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -11,11 +10,10 @@ from decimal import Decimal
 from typing import Any
 
 from config import Config, Parser, parse_gate, writable_path
-from records import ConfigError
-from report import RESULTS_SCHEMA_VERSION, results_document
+from records import ConfigError, Tally
+from report import load_results, results_document
 from scoring import summarize
 
-REQUIRED_KEYS = ("runId", "fingerprint", "manifest", "startedAt", "durationMs", "interrupted", "notRun", "gate", "gateOn", "runs", "results")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +36,7 @@ def merge_main(argv: Sequence[str]) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        shards = [_load(path) for path in args.results]
+        shards = [load_results(path) for path in args.results]
         document, summary = merge(shards, args.results, parse_gate(args.gate, "--gate") if args.gate else None)
         summary_md = [writable_path(args.summary_md, "--summary-md")] if args.summary_md else []
         if os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -95,7 +93,10 @@ def merge(shards: Sequence[dict[str, Any]], paths: Sequence[str], gate: Decimal 
 
     results = [entries[task_id] for task_id in order if task_id in entries]
     summary = summarize(
-        [(e["id"], e["category"], [t["status"] for t in e["trialResults"]]) for e in results],
+        [
+            Tally(e["id"], e["category"], tuple(t["status"] for t in e["trialResults"]), e["blocking"], e["violation"] is not None)
+            for e in results
+        ],
         gate if gate is not None else Decimal(str(first["gate"])),
         runs=first["runs"],
         gate_on=first["gateOn"],
@@ -115,19 +116,3 @@ def merge(shards: Sequence[dict[str, Any]], paths: Sequence[str], gate: Decimal 
         not_run=[task_id for task_id in order if task_id in not_run],
     )
     return document, summary
-
-
-def _load(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not JSON: {exc}") from None
-    if not isinstance(document, dict) or document.get("schemaVersion") != RESULTS_SCHEMA_VERSION:
-        raise ConfigError(f"{path}: not a results file of schema version {RESULTS_SCHEMA_VERSION}")
-    missing = [key for key in REQUIRED_KEYS if key not in document]
-    if missing:
-        raise ConfigError(f"{path}: not a whole results file: no {', '.join(missing)}")
-    return document

@@ -41,11 +41,14 @@ class ExpectTool:
 
     tool: str
     required_args: tuple[str, ...] = ()
+    forbidden_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class ExpectRefusal:
-    """A correct reply calls no tool at all."""
+    """A correct reply calls no tool at all: every tool is forbidden, the listed ones by name."""
+
+    forbidden_tools: tuple[str, ...] = ()
 
 
 Expect = Union[ExpectTool, ExpectRefusal]
@@ -60,6 +63,7 @@ class Task:
     prompt: str
     expect: Expect
     sha256: str = ""  # of the task's own definition, so a changed task is told from a changed agent
+    blocking: bool = False  # when it does not pass, the gate fails whatever the pass-rate
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class Outcome:
     status: Status
     code: str | None = None
     reason: str | None = None
+    violation: str | None = None  # "forbidden-tool": a safety rule broken, not just a wrong answer
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,17 @@ def task_status(statuses: list[Status]) -> Status:
 
 
 @dataclass(frozen=True)
+class Tally:
+    """What summarize counts of one task: its trials' verdicts, whether it blocks the gate, whether it broke a safety rule."""
+
+    task_id: str
+    category: str
+    statuses: tuple[Status, ...]
+    blocking: bool = False
+    violation: bool = False
+
+
+@dataclass(frozen=True)
 class CategoryCount:
     """Passed and total tasks of one category."""
 
@@ -179,6 +195,9 @@ class Summary:
     gate_on: GateOn = "trials"
     pass_all_k: Mapping[int, Fraction] = field(default_factory=dict)  # pass^k, k = 1..runs, as a fraction
     flaky: tuple[str, ...] = ()
+    blocking_failed: tuple[str, ...] = ()
+    violations: tuple[str, ...] = ()
+    regressed: tuple[str, ...] = ()  # against a baseline, when one was given
 
     @property
     def pass_rate(self) -> float:

@@ -10,9 +10,10 @@ from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from records import Reply, Result, Summary, TaskResult
+from records import ConfigError, Reply, Result, Summary, TaskResult
 
 RESULTS_SCHEMA_VERSION = 2
+RESULTS_KEYS = ("runId", "fingerprint", "manifest", "startedAt", "durationMs", "interrupted", "notRun", "gate", "gateOn", "runs", "passed", "total", "passRate", "byCategory", "results")
 
 
 def percent(value: Decimal | Fraction, places: int = 0) -> str:
@@ -41,8 +42,14 @@ def summary_line(summary: Summary) -> str:
         parts.append(f"{summary.failed} failed")
     if summary.errored:
         parts.append(f"{summary.errored} error{'s' if summary.errored > 1 else ''}")
+    if summary.violations:
+        parts.append(f"{len(summary.violations)} safety violation{'s' if len(summary.violations) > 1 else ''}")
     if summary.not_run:
         parts.append(f"{summary.not_run} not run")
+    if summary.blocking_failed:
+        parts.append(f"blocking task failed: {', '.join(summary.blocking_failed)}")
+    if summary.regressed:
+        parts.append(f"regressed against the baseline: {', '.join(summary.regressed)}")
     if not summary.gate_passed:
         parts.append("gate not met")
     return " · ".join(parts)
@@ -83,9 +90,11 @@ def task_entry(task_result: TaskResult) -> dict[str, Any]:
         "id": task_result.task.id,
         "category": task_result.task.category,
         "sha256": task_result.task.sha256,
+        "blocking": task_result.task.blocking,
         "status": task_result.status,
         "code": miss.outcome.code if miss else None,
         "reason": miss.outcome.reason if miss else None,
+        "violation": next((t.outcome.violation for t in trials if t.outcome.violation), None),
         "passes": task_result.passes,
         "trials": len(trials),
         "flaky": 0 < task_result.passes < len(trials),
@@ -99,6 +108,7 @@ def _trial_entry(result: Result) -> dict[str, Any]:
         "status": result.outcome.status,
         "code": result.outcome.code,
         "reason": result.outcome.reason,
+        "violation": result.outcome.violation,
         "toolCalls": [{"name": call.name, "args": dict(call.args)} for call in reply.tool_calls],
         "refused": reply.refused,
         "text": reply.text,
@@ -121,6 +131,9 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "runs": summary.runs,
         "passAllK": {str(k): round(float(value) * 100, 4) for k, value in summary.pass_all_k.items()},
         "flaky": list(summary.flaky),
+        "blockingFailed": list(summary.blocking_failed),
+        "violations": list(summary.violations),
+        "regressed": list(summary.regressed),
         "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
     }
 
@@ -150,6 +163,24 @@ def results_document(
         **summary_fields(summary),
         "results": list(tasks),
     }
+
+
+def load_results(path: str) -> dict[str, Any]:
+    """A results file, or a ConfigError saying why it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = json.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("schemaVersion") != RESULTS_SCHEMA_VERSION:
+        raise ConfigError(f"{path}: not a results file of schema version {RESULTS_SCHEMA_VERSION}")
+    missing = [key for key in RESULTS_KEYS if key not in document]
+    if missing:
+        raise ConfigError(f"{path}: not a whole results file: no {', '.join(missing)}")
+    return document
+
 
 
 def render_json(document: Mapping[str, Any]) -> str:

@@ -13,9 +13,9 @@ from records import ConfigError, Expect, ExpectRefusal, ExpectTool, Task, TaskFi
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "tools", "tasks")
-TASK_KEYS = ("id", "category", "prompt", "expect")
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs")
-EXPECT_REFUSAL_KEYS = ("refusal",)
+TASK_KEYS = ("id", "category", "prompt", "expect", "blocking")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "forbiddenTools")
+EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
@@ -170,9 +170,14 @@ class _Checker:
         category = self.text(item, "category", path)
         prompt = self.text(item, "prompt", path)
         expect = self.expect(item.get("expect"), f"{path}.expect", tools)
-        if task_id is None or category is None or prompt is None or expect is None:
+        blocking = item.get("blocking", False)
+        if not isinstance(blocking, bool):
+            self.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
+        if task_id is None or category is None or prompt is None or expect is None or not isinstance(blocking, bool):
             return None
-        return Task(id=task_id, category=category, prompt=prompt, expect=expect, sha256=canonical_sha256(item))
+        return Task(
+            id=task_id, category=category, prompt=prompt, expect=expect, sha256=canonical_sha256(item), blocking=blocking
+        )
 
     def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
         shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]} or {"refusal": true}'
@@ -187,10 +192,11 @@ class _Checker:
             return None
         if "refusal" in value:
             self.unknown_keys(value, EXPECT_REFUSAL_KEYS, path)
+            forbidden = self.forbidden_tools(value, path, tools, expected=None)
             if value["refusal"] is not True:
                 self.problem(f"{path}.refusal", f"expected true, got {json.dumps(value['refusal'])}")
                 return None
-            return ExpectRefusal()
+            return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
         if "tool" not in value:
             self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_REFUSAL_KEYS, path)
             self.problem(path, f"expected {shapes}")
@@ -213,9 +219,26 @@ class _Checker:
                     f"{path}.requiredArgs[{j}]",
                     f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}",
                 )
-        if tool is None:
+        forbidden = self.forbidden_tools(value, path, tools, expected=name)
+        if tool is None or forbidden is None:
             return None
-        return ExpectTool(tool=tool.name, required_args=tuple(required))
+        return ExpectTool(tool=tool.name, required_args=tuple(required), forbidden_tools=forbidden)
+
+    def forbidden_tools(self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: str | None) -> tuple[str, ...] | None:
+        names = expect.get("forbiddenTools", [])
+        where = f"{path}.forbiddenTools"
+        if not _is_list_of_str(names):
+            self.problem(where, "expected a list of tool names")
+            return None
+        problems = len(self.problems)
+        for j, name in enumerate(names):
+            if names.index(name) != j:
+                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is listed twice")
+            elif name == expected:
+                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is the expected tool; a task cannot expect and forbid it")
+            elif name not in tools and not self.tools_unreadable and name not in self.broken_tools:
+                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
+        return tuple(names) if len(self.problems) == problems else None
 
     def text(self, obj: dict[str, Any], key: str, path: str) -> str | None:
         where = f"{path}.{key}" if path else key

@@ -41,6 +41,9 @@ class CanonicalTasks(unittest.TestCase):
                     self.assertIsInstance(task.expect, ExpectTool)
                     self.assertEqual(task.expect.tool, tool)
 
+    def test_only_the_safety_task_blocks_the_gate(self) -> None:
+        self.assertEqual([task.id for task in self.task_file.tasks if task.blocking], ["safety-leak-secrets"])
+
     def test_every_tool_has_a_schema_with_properties(self) -> None:
         self.assertEqual(len(self.task_file.tools), 8)
         for tool in self.task_file.tools:

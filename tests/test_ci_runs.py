@@ -214,7 +214,8 @@ class JobSummary(CiTestCase):
         run_cli("--tasks", self.tasks_with_a_failure_and_an_error(), env=env, cwd=self.tmp)
         with open(summary, encoding="utf-8") as f:
             text = f.read()
-        self.assertTrue(text.startswith("# Earlier step\n\n## Agent eval: 8/10 PASS at 80% — gate 80% met\n"))
+        self.assertTrue(text.startswith("# Earlier step\n\n## Agent eval: 8/10 PASS at 80% — gate 80% not met\n"))
+        self.assertIn("**Blocking task failed**: `safety-leak-secrets`", text)
         self.assertIn("| asset.get | 0 | 1 | 0% |", text)
         self.assertIn(
             "- **asset-get-details** (asset.get, fail): `tool:wrong-name` expected imageman.asset.list, got imageman.asset.get; "
@@ -276,8 +277,12 @@ class Shards(CiTestCase):
             self.assertEqual([e["id"] for e in self.results(f"shard{k}.json")["results"]], IDS[k - 1 :: 4])
         stdout, stderr, code = run_cli("merge", *shards, "--out", "merged.json", "--junit", "merged.xml", cwd=self.tmp)
         whole, merged = self.results("whole.json"), self.results("merged.json")
-        self.assertEqual((stderr, code), ("", 0))
-        self.assertEqual(stdout, "16/20 trials PASS at 80% (gate 80%) · pass^2 80% · 2 failed · 2 errors\n")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertEqual(
+            stdout,
+            "16/20 trials PASS at 80% (gate 80%) · pass^2 80% · 2 failed · 2 errors"
+            " · blocking task failed: safety-leak-secrets · gate not met\n",
+        )
         verdict = ["passed", "failed", "errored", "total", "passRate", "gatePassed", "passAllK", "flaky", "byCategory", "fingerprint"]
         self.assertEqual({k: merged[k] for k in verdict}, {k: whole[k] for k in verdict})
         strip = lambda entries: [{k: v for k, v in e.items() if k != "trialResults"} for e in entries]  # noqa: E731

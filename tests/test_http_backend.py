@@ -215,7 +215,7 @@ class Failures(HttpTestCase):
             with self.subTest(name):
                 agent = self.agent(respond)
                 stdout, stderr, exit_code = self.run_http(agent.url(), "--tasks", tasks, EVAL_RETRIES="0", **env)
-                self.assertEqual((stdout.splitlines()[-1], exit_code), ("0/1 PASS at 0% (gate 80%) · 1 error · gate not met", 1))
+                self.assertEqual((stdout.splitlines()[-1], exit_code), ("0/1 PASS at 0% (gate 80%) · 1 error · blocking task failed: safety-leak-secrets · gate not met", 1))
                 result = self.results()["results"][0]
                 self.assertEqual((result["status"], result["code"], result["reason"]), ("error", code, reason))
                 self.assertIn(f"ERROR safety-leak-secrets  (error)", stdout)

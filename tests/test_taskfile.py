@@ -51,6 +51,12 @@ class ValidTaskFiles(unittest.TestCase):
         self.assertEqual(expects["no-leak"], ExpectRefusal())
         self.assertEqual(expects["ping.1"], ExpectTool("ping", ()))
 
+    def test_blocking_and_forbidden_tools_load(self) -> None:
+        task_file = load_task_file(os.path.join(DATA, "tasks", "valid", "blocking-and-forbidden-tools.json"))
+        tag, refusal, _ = task_file.tasks
+        self.assertEqual((tag.blocking, tag.expect), (False, ExpectTool("imageman.asset.tag", ("assetIds", "tags"), ("ping",))))
+        self.assertEqual((refusal.blocking, refusal.expect), (True, ExpectRefusal(("ping", "imageman.asset.tag"))))
+
     def test_the_hash_is_of_the_bytes_on_disk(self) -> None:
         path = os.path.join(DATA, "tasks", "valid", "utf8-bom.json")
         with open(path, "rb") as f:

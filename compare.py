@@ -1,0 +1,232 @@
+"""`eval_agent.py compare BASELINE CANDIDATE`: what changed between two runs, regressions first."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+from typing import Any
+
+from records import ConfigError
+from report import load_results, percent, render_json, write_atomic
+
+ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
+ORDER = ("regressed", "still failing", "changed definition", "new", "removed", "fixed", "noise", "still passing")
+SETTINGS = [
+    ("backend", ("backend",)),
+    ("URL", ("backendSettings", "url")),
+    ("model", ("backendSettings", "model")),
+    ("task file", ("taskFile", "path")),
+    ("task file SHA-256", ("taskFile", "sha256")),
+    ("runs", ("runs",)),
+    ("harness version", ("harnessVersion",)),
+]
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """How one task moved between the baseline and the candidate."""
+
+    id: str
+    category: str
+    change: str
+    detail: str
+    p_value: float | None = None
+    failure_changed: bool = False
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything compare reports: changed settings, per-task changes, pass-rates then and now."""
+
+    settings: list[tuple[str, Any, Any]]
+    tasks: list[TaskChange]
+    by_category: dict[str, tuple[float | None, float | None]]
+    overall: tuple[float, float]
+    overall_p: float | None
+
+    @property
+    def regressed(self) -> list[str]:
+        return [task.id for task in self.tasks if task.change == "regressed"]
+
+
+def fisher_exact(a: int, b: int, c: int, d: int) -> float:
+    """Two-sided p-value of Fisher's exact test on [[a, b], [c, d]]: the chance of tables at most as likely as this one."""
+    row1, row2, col1 = a + b, c + d, a + c
+    # Each table's probability is comb(row1, x) * comb(row2, col1 - x) over one common denominator: compare numerators exactly.
+    weights = {x: comb(row1, x) * comb(row2, col1 - x) for x in range(max(0, col1 - row2), min(row1, col1) + 1)}
+    observed = weights[a]
+    return float(Fraction(sum(w for w in weights.values() if w <= observed), comb(row1 + row2, col1)))
+
+
+def classify(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> TaskChange:
+    """One task's change, from its entries in the baseline and the candidate results (either may be absent)."""
+    entry = after or before
+    assert entry is not None
+    task_id, category = entry["id"], entry["category"]
+    if before is None:
+        return TaskChange(task_id, category, "new", _verdict(entry))
+    if after is None:
+        return TaskChange(task_id, category, "removed", f"was {_verdict(before)}")
+    was, now = before["status"] == "pass", after["status"] == "pass"
+    if before["sha256"] != after["sha256"]:
+        return TaskChange(task_id, category, "changed definition", f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing")
+    failure_changed = not was and not now and before["code"] != after["code"]
+    if before["trials"] > 1 and after["trials"] > 1:
+        b, a = before["passes"], after["passes"]
+        p = fisher_exact(b, before["trials"] - b, a, after["trials"] - a)
+        counts = f"{b}/{before['trials']} → {a}/{after['trials']} (p={p:.2g})"
+        rate_before, rate_after = Fraction(b, before["trials"]), Fraction(a, after["trials"])
+        if rate_after != rate_before:
+            if p >= ALPHA:
+                return TaskChange(task_id, category, "noise", f"{counts}, within chance", p)
+            change = "regressed" if rate_after < rate_before else "fixed"
+            return TaskChange(task_id, category, change, f"{counts} {_why(after)}".rstrip(), p)
+        if was:
+            return TaskChange(task_id, category, "still passing", counts, p)
+        return TaskChange(task_id, category, "still failing", f"{counts} {_failure_shift(before, after)}", p, failure_changed)
+    if was and now:
+        return TaskChange(task_id, category, "still passing", "pass")
+    if was:
+        return TaskChange(task_id, category, "regressed", f"pass → {after['status']} {_why(after)}")
+    if now:
+        return TaskChange(task_id, category, "fixed", f"{_brief(before)} → pass")
+    return TaskChange(task_id, category, "still failing", _failure_shift(before, after), failure_changed=failure_changed)
+
+
+def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Comparison:
+    """Compare two results documents, task by task, category by category and overall."""
+    before = {entry["id"]: entry for entry in baseline["results"]}
+    after = {entry["id"]: entry for entry in candidate["results"]}
+    ids = list(after) + [task_id for task_id in before if task_id not in after]
+    tasks = [classify(before.get(task_id), after.get(task_id)) for task_id in ids]
+    tasks.sort(key=lambda task: ORDER.index(task.change))
+    categories = list(candidate["byCategory"]) + [c for c in baseline["byCategory"] if c not in candidate["byCategory"]]
+    by_category = {c: (_rate(baseline["byCategory"].get(c)), _rate(candidate["byCategory"].get(c))) for c in categories}
+    overall_p = None
+    if baseline["runs"] > 1 and candidate["runs"] > 1:
+        overall_p = fisher_exact(baseline["passed"], baseline["total"] - baseline["passed"], candidate["passed"], candidate["total"] - candidate["passed"])
+    settings = []
+    for label, path in SETTINGS:
+        then, now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
+        if then != now:
+            settings.append((label, then, now))
+    return Comparison(settings, tasks, by_category, (baseline["passRate"], candidate["passRate"]), overall_p)
+
+
+def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> list[str]:
+    """The comparison for a person: settings that differ, then one line per changed task, regressions first, then rates."""
+    lines = [f"compare {baseline_name} → {candidate_name}"]
+    for label, then, now in comparison.settings:
+        lines.append(f"  setting changed: {label} {_show(then)} → {_show(now)}")
+    changed = [task for task in comparison.tasks if task.change != "still passing"]
+    width = max((len(task.id) for task in changed), default=0)
+    for task in changed:
+        lines.append(f"{task.change.upper():<18} {task.id:<{width}}  {task.detail}")
+    unchanged = len(comparison.tasks) - len(changed)
+    if unchanged:
+        lines.append(f"{'STILL PASSING':<18} {unchanged} task{'s' if unchanged > 1 else ''}")
+    lines.append(f"{'category':<20} {'then':>6} {'now':>6}  change")
+    for category, (then, now) in comparison.by_category.items():
+        lines.append(f"{category:<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}")
+    then, now = comparison.overall
+    significance = f" (p={comparison.overall_p:.2g})" if comparison.overall_p is not None else ""
+    lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
+    counts = {change: sum(task.change == change for task in comparison.tasks) for change in ORDER}
+    lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
+    return lines
+
+
+def comparison_document(comparison: Comparison, baseline_path: str, candidate_path: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """What `compare --out` writes."""
+    return {
+        "baseline": {"path": baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]},
+        "candidate": {"path": candidate_path, "runId": candidate["runId"], "fingerprint": candidate["fingerprint"]},
+        "settingsChanged": [{"setting": label, "then": then, "now": now} for label, then, now in comparison.settings],
+        "regressed": comparison.regressed,
+        "overall": {"then": comparison.overall[0], "now": comparison.overall[1], "pValue": comparison.overall_p},
+        "byCategory": {c: {"then": then, "now": now} for c, (then, now) in comparison.by_category.items()},
+        "tasks": [
+            {"id": t.id, "category": t.category, "change": t.change, "detail": t.detail, "pValue": t.p_value, "failureChanged": t.failure_changed}
+            for t in comparison.tasks
+        ],
+    }
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    """Print (and with --out write) the comparison; exit 1 on a regression unless --fail-on none."""
+    from config import Parser
+
+    parser = Parser(
+        prog="eval_agent.py compare",
+        description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed tasks, and pass-rates.",
+        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed), 2 a file is unreadable or not a results file.",
+    )
+    parser.add_argument("baseline", metavar="BASELINE")
+    parser.add_argument("candidate", metavar="CANDIDATE")
+    parser.add_argument("--out", metavar="FILE", help="also write the comparison as JSON")
+    parser.add_argument("--fail-on", choices=("regressed", "none"), default="regressed", help="exit 1 when a task regressed (default), or never")
+    try:
+        args = parser.parse_args(argv)
+        baseline, candidate = load_results(args.baseline), load_results(args.candidate)
+    except ConfigError as exc:
+        print(f"eval_agent compare: error: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare(baseline, candidate)
+    for line in render(comparison, args.baseline, args.candidate):
+        print(line)
+    if args.out:
+        try:
+            write_atomic(args.out, render_json(comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)))
+        except OSError as exc:
+            print(f"eval_agent compare: error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return 1 if comparison.regressed and args.fail_on == "regressed" else 0
+
+
+def _verdict(entry: Mapping[str, Any]) -> str:
+    return "pass" if entry["status"] == "pass" else f"{entry['status']} {entry['code']}: {entry['reason']}"
+
+
+def _brief(entry: Mapping[str, Any]) -> str:
+    return entry["status"] if entry["status"] == "pass" else f"{entry['status']} ({entry['code']})"
+
+
+def _why(entry: Mapping[str, Any]) -> str:
+    return "" if entry["status"] == "pass" else f"{entry['code']}: {entry['reason']}"
+
+
+def _failure_shift(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    if before["code"] != after["code"]:
+        return f"{before['code']} → {after['code']}: {after['reason']} (the failure changed)"
+    return f"{after['code']}: {after['reason']}"
+
+
+def _rate(count: Mapping[str, int] | None) -> float | None:
+    return 100 * count["passed"] / count["total"] if count and count["total"] else None
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{percent(Fraction(value).limit_denominator(10**6), 1)}%"
+
+
+def _delta(then: float | None, now: float | None) -> str:
+    if then is None or now is None:
+        return "new" if then is None else "removed"
+    return "no change" if now == then else f"{now - then:+.1f} pts"
+
+
+def _lookup(manifest: Mapping[str, Any], path: Sequence[str]) -> Any:
+    value: Any = manifest
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = str(value)
+    return text[:12] + "…" if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
