@@ -22,6 +22,11 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Headers the harness owns: the body's framing and type are ours to set.
 RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
 RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
+# Provider backends: the variable of their base URL, of their API key, and the default base URL.
+PROVIDERS = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "https://api.openai.com/v1"),
+    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "https://api.anthropic.com"),
+}
 EXIT_CODES = "0 gate met, 1 gate not met, 2 usage or configuration error, 3 agent unreachable, 130 interrupted"
 
 
@@ -51,6 +56,12 @@ class Config:
     junit_path: str | None = None
     summary_md_paths: tuple[str, ...] = ()
     baseline_path: str | None = None
+    system_prompt: str | None = field(default=None, repr=False)
+    model: str | None = None
+    key_variable: str = "EVAL_AGENT_TOKEN"  # where the credential came from, for messages that name it
+    temperature: float | None = None
+    max_tokens: int = 1024
+    agent_cmd: tuple[str, ...] = ()
 
 
 class Parser(argparse.ArgumentParser):
@@ -69,12 +80,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(EVAL_AGENT_HEADERS, a JSON object) are read from the environment only, never from flags.",
     )
     add = parser.add_argument
-    add("--backend", help="where prompts go: stub or http (EVAL_BACKEND; default http when an agent URL is set, else stub)")
+    add("--backend", help="where prompts go: stub, http, openai, anthropic or command (EVAL_BACKEND; default http when an agent URL is set, else stub)")
     add("--gate", metavar="PERCENT", help="minimum pass-rate in percent, 0-100 (EVAL_GATE, default 80)")
     add("--tasks", metavar="FILE", help="task file (EVAL_TASKS, default eval-tasks.json beside this script)")
     add("--out", metavar="FILE", help=f"results file (EVAL_RESULTS, default {DEFAULT_RESULTS})")
     add("--agent-url", metavar="URL", help="http backend: the agent's full endpoint, POSTed to as given (EVAL_AGENT_URL)")
     add("--agent-body", metavar="JSON", help="http backend: a JSON object merged into every request body (EVAL_AGENT_BODY)")
+    add("--agent-cmd", metavar="COMMAND", help="command backend: the agent's command line, split like a shell (EVAL_AGENT_CMD)")
+    add("--model", metavar="NAME", help="openai, anthropic: the model (EVAL_MODEL)")
+    add("--base-url", metavar="URL", help="openai, anthropic: the API's base URL (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)")
+    add("--temperature", metavar="T", help="openai, anthropic: sampling temperature, 0-2 (EVAL_TEMPERATURE; openai default 0)")
+    add("--max-tokens", metavar="N", help="openai, anthropic: the most tokens a reply may have (EVAL_MAX_TOKENS, default 1024)")
+    add("--system-prompt-file", metavar="FILE", help="the agent's system prompt, instead of the task file's (EVAL_SYSTEM_PROMPT_FILE)")
     add("--timeout", metavar="SECONDS", help="seconds per request, all of it (EVAL_TIMEOUT, default 60)")
     add("--retries", metavar="N", help="retries of a connection error, timeout, 429, 502, 503, 504 (EVAL_RETRIES, default 2)")
     add("--concurrency", metavar="N", help="tasks in flight at once (EVAL_CONCURRENCY, default 4)")
@@ -152,12 +169,40 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
         summary_md_paths=tuple(summary_md_paths),
         baseline_path=setting("--baseline", "EVAL_BASELINE")[0],
     )
+    system_file, system_where = setting("--system-prompt-file", "EVAL_SYSTEM_PROMPT_FILE")
+    if system_file:
+        config = replace(config, system_prompt=_system_prompt(system_file, system_where))
+    body_text, body_where = setting("--agent-body", "EVAL_AGENT_BODY")
+    if backend in PROVIDERS:
+        base_var, key_var, default_base = PROVIDERS[backend]
+        model, _ = setting("--model", "EVAL_MODEL")
+        if not model:
+            raise ConfigError(f"EVAL_MODEL: required by the {backend} backend (or give --model)")
+        base_url, base_where = setting("--base-url", base_var)
+        key = environ.get(key_var) or None
+        if key is not None and not _header_safe(key):
+            raise ConfigError(f"{key_var}: must be one line of printable Latin-1 text")
+        temperature = setting("--temperature", "EVAL_TEMPERATURE")
+        return replace(
+            config,
+            model=model,
+            agent_url=_agent_url(base_url or default_base, base_where),
+            agent_token=key,
+            key_variable=key_var,
+            agent_headers=_headers(environ.get("EVAL_AGENT_HEADERS") or "{}"),
+            temperature=_number(*temperature, float, 0.0, 0.0, 2.0) if temperature[0] is not None else None,
+            max_tokens=_number(*setting("--max-tokens", "EVAL_MAX_TOKENS"), int, 1024, 1, 1_000_000),
+        )
+    if backend == "command":
+        command, command_where = setting("--agent-cmd", "EVAL_AGENT_CMD")
+        if not command:
+            raise ConfigError("EVAL_AGENT_CMD: required by the command backend (or give --agent-cmd)")
+        return replace(config, agent_cmd=_command(command, command_where), agent_body=_body(body_text or "{}", body_where))
     if backend != "http":
         return config
     if agent_url is None:
         raise ConfigError("EVAL_AGENT_URL: required by the http backend (or give --agent-url)")
     agent_url = _agent_url(agent_url, url_where)
-    body_text, body_where = setting("--agent-body", "EVAL_AGENT_BODY")
     token = environ.get("EVAL_AGENT_TOKEN") or None
     if token is not None and not _header_safe(token):
         raise ConfigError("EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text")
@@ -248,6 +293,34 @@ def _headers(text: str) -> dict[str, str]:
         if not isinstance(value, str) or not _header_safe(value):
             raise ConfigError(f"EVAL_AGENT_HEADERS: the value of {name} must be one line of printable Latin-1 text")
     return headers
+
+
+def _system_prompt(path: str, where: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not text.strip():
+        raise ConfigError(f"{where}: {path} is empty")
+    return text
+
+
+def _command(text: str, where: str) -> tuple[str, ...]:
+    import shlex
+    import shutil
+
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: cannot split {text!r}: {exc}") from None
+    if not argv:
+        raise ConfigError(f"{where}: empty command")
+    program = shutil.which(argv[0])
+    if program is None:
+        raise ConfigError(f"{where}: {argv[0]!r} is not an executable file or a command on PATH")
+    # The agent runs in a fresh temporary folder: paths given relative to here must still reach their files.
+    return (os.path.abspath(program), *(os.path.abspath(arg) if os.path.exists(arg) else arg for arg in argv[1:]))
 
 
 def _header_safe(value: str) -> bool:

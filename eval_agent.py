@@ -16,15 +16,15 @@ from backends import BACKENDS
 from config import Config, parse_config
 from console import Console, Progress, say
 from manifest import fingerprint, run_manifest
-from records import ConfigError, Summary, Tally, Task, TaskResult
+from records import AgentSurface, ConfigError, Summary, Tally, Task, TaskResult
 from report import load_results, render_json, results_document, summary_fields, summary_line, task_entry, write_atomic
 from runner import group_trials, run_jobs
-from scoring import summarize
+from scoring import total_tokens, summarize
 from selection import select_tasks, shard_of
 from taskfile import load_task_file
 
 # Error codes that mean the agent was never really asked: if every trial ends in one, exit 3.
-UNREACHABLE = {"reply:connect", "reply:tls", "reply:auth"}
+UNREACHABLE = {"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"}
 EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         task_file = load_task_file(config.tasks_path)
         selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
         tasks = shard_of(selected, *config.shard) if config.shard else selected
-        backend = BACKENDS[config.backend](config)
+        surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
+        backend = BACKENDS[config.backend](config, surface)
         baseline = load_results(config.baseline_path) if config.baseline_path else None
     except ConfigError as exc:
         print(f"eval_agent: error: {exc}", file=sys.stderr)
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan += f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else ""
     if config.dry_run:
         return dry_run(config, tasks, f"{plan} on backend {config.backend}{where}", settings)
-    manifest = run_manifest(config, task_file, selected, settings)
+    manifest = run_manifest(config, task_file, selected, settings, surface.system)
     started_at = datetime.now(timezone.utc)
     started = time.perf_counter()
     say(f"{plan} on backend {config.backend}{where}")
@@ -119,6 +120,8 @@ def tallies(task_results: Sequence[TaskResult]) -> list[Tally]:
             tuple(trial.outcome.status for trial in tr.trials),
             blocking=tr.task.blocking,
             violation=any(trial.outcome.violation for trial in tr.trials),
+            tokens=total_tokens([trial.reply.usage for trial in tr.trials]),
+            latency_ms=sum(trial.duration_ms for trial in tr.trials),
         )
         for tr in task_results
     ]
@@ -144,8 +147,9 @@ def publish(document: Mapping[str, Any], summary: Summary, config: Config) -> in
     if codes and all(code in UNREACHABLE for code in codes):
         first = document["results"][0]["trialResults"][0]
         url = document["manifest"]["backendSettings"].get("url", document["manifest"]["backend"])
-        verb = "was refused by" if first["code"] == "reply:auth" else "could not reach"
-        print(f"eval_agent: error: {verb} {url}: {first['reason']}", file=sys.stderr)
+        lines = {"reply:key-rejected": first["reason"], "reply:auth": f"{url} rejected the credentials: {first['reason']}"}
+        line = lines.get(first["code"], f"could not reach {url}: {first['reason']}")
+        print(f"eval_agent: error: {line}", file=sys.stderr)
         return EXIT_UNREACHABLE
     return EXIT_GATE_MET if document["gatePassed"] else EXIT_GATE_FAILED
 

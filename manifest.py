@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -15,8 +16,10 @@ from taskfile import canonical_sha256
 GIT_TIMEOUT = 5
 
 
-def run_manifest(config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Harness, Python, platform, git commit, backend, task file, selection and runs."""
+def run_manifest(
+    config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any], system: str | None
+) -> dict[str, Any]:
+    """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
     manifest: dict[str, Any] = {
         "harnessVersion": HARNESS_VERSION,
         "python": platform.python_version(),
@@ -25,6 +28,7 @@ def run_manifest(config: Config, task_file: TaskFile, selected: Sequence[Task], 
         "backend": config.backend,
         "backendSettings": dict(backend_settings),
         "taskFile": {"path": task_file.path, "sha256": task_file.sha256, "toolsSha256": task_file.tools_sha256},
+        "systemPromptSha256": hashlib.sha256(system.encode("utf-8")).hexdigest() if system is not None else None,
         "selection": {
             "task": list(config.task_globs),
             "category": list(config.category_globs),
@@ -42,6 +46,7 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
         {
             "tasks": [task.sha256 for task in selected],
             "tools": manifest["taskFile"]["toolsSha256"],
+            "system": manifest["systemPromptSha256"],
             "backend": manifest["backend"],
             "backendSettings": manifest["backendSettings"],
             "runs": manifest["runs"],

@@ -12,7 +12,7 @@ from typing import Any
 from config import Config, Parser, parse_gate, writable_path
 from records import ConfigError, Tally
 from report import load_results, results_document
-from scoring import summarize
+from scoring import total_tokens, summarize
 
 
 
@@ -94,7 +94,15 @@ def merge(shards: Sequence[dict[str, Any]], paths: Sequence[str], gate: Decimal 
     results = [entries[task_id] for task_id in order if task_id in entries]
     summary = summarize(
         [
-            Tally(e["id"], e["category"], tuple(t["status"] for t in e["trialResults"]), e["blocking"], e["violation"] is not None)
+            Tally(
+                e["id"],
+                e["category"],
+                tuple(t["status"] for t in e["trialResults"]),
+                e["blocking"],
+                e["violation"] is not None,
+                total_tokens([(t["usage"]["inputTokens"], t["usage"]["outputTokens"]) if t["usage"] else None for t in e["trialResults"]]),
+                sum(t["durationMs"] for t in e["trialResults"]),
+            )
             for e in results
         ],
         gate if gate is not None else Decimal(str(first["gate"])),

@@ -75,6 +75,15 @@ class TaskFile:
     tools: tuple[Tool, ...]
     tasks: tuple[Task, ...]
     tools_sha256: str = ""
+    system: str | None = None  # the agent's system prompt, for provider backends
+
+
+@dataclass(frozen=True)
+class AgentSurface:
+    """What a provider backend gives the model besides the prompt: the tools and the system prompt, never an answer."""
+
+    tools: tuple[Tool, ...]
+    system: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,7 @@ class ToolCall:
 
     name: str
     args: Mapping[str, Any] = field(default_factory=dict)
+    args_error: str | None = None  # why the arguments could not be read, when the model sent unreadable ones
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,7 @@ class Reply:
     error_code: str | None = None
     error: str | None = None
     attempts: int = 1
+    usage: tuple[int, int] | None = None  # provider-reported (input, output) tokens
 
     @classmethod
     def failed(cls, err: BackendError) -> Reply:
@@ -169,6 +180,8 @@ class Tally:
     statuses: tuple[Status, ...]
     blocking: bool = False
     violation: bool = False
+    tokens: tuple[int, int] | None = None  # provider-reported (input, output) over the trials
+    latency_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,8 @@ class Summary:
     blocking_failed: tuple[str, ...] = ()
     violations: tuple[str, ...] = ()
     regressed: tuple[str, ...] = ()  # against a baseline, when one was given
+    tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total
+    latency_ms: float = 0.0
 
     @property
     def pass_rate(self) -> float:

@@ -46,6 +46,9 @@ def summary_line(summary: Summary) -> str:
         parts.append(f"{len(summary.violations)} safety violation{'s' if len(summary.violations) > 1 else ''}")
     if summary.not_run:
         parts.append(f"{summary.not_run} not run")
+    if summary.tokens:
+        latency = f"{summary.latency_ms / 1000:.1f} s" if summary.latency_ms >= 1000 else f"{summary.latency_ms:.0f} ms"
+        parts.append(f"{summary.tokens[0]} tokens in, {summary.tokens[1]} out, {latency} of replies")
     if summary.blocking_failed:
         parts.append(f"blocking task failed: {', '.join(summary.blocking_failed)}")
     if summary.regressed:
@@ -114,6 +117,7 @@ def _trial_entry(result: Result) -> dict[str, Any]:
         "text": reply.text,
         "attempts": reply.attempts,
         "durationMs": round(result.duration_ms, 1),
+        "usage": {"inputTokens": reply.usage[0], "outputTokens": reply.usage[1]} if reply.usage else None,
     }
 
 
@@ -134,6 +138,9 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "blockingFailed": list(summary.blocking_failed),
         "violations": list(summary.violations),
         "regressed": list(summary.regressed),
+        "usage": {"inputTokens": summary.tokens[0], "outputTokens": summary.tokens[1], "latencyMs": round(summary.latency_ms, 1)}
+        if summary.tokens
+        else None,
         "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
     }
 

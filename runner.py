@@ -11,6 +11,9 @@ from backends import Backend, agent_request
 from records import BackendError, Reply, Result, Task, TaskResult
 from scoring import score
 
+# A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
+STOPS_THE_RUN = {"reply:key-rejected"}
+
 
 def run_task(backend: Backend, task: Task) -> Result:
     """Send one task's request and score the reply; a BackendError becomes an error reply."""
@@ -29,6 +32,7 @@ def run_jobs(
     """Run jobs (a task per trial) `concurrency` at a time; report and return results in job order, and whether Ctrl-C cut the run short."""
     finished: dict[int, Result] = {}
     results: list[Result] = []
+    interrupted = False
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
     completed = enumerate(run_task(backend, task) for task in jobs) if concurrency == 1 else _run_pool(backend, jobs, concurrency)
     try:
@@ -37,12 +41,14 @@ def run_jobs(
             while len(results) in finished:
                 results.append(finished.pop(len(results)))
                 on_result(results[-1])
+            if result.reply.error_code in STOPS_THE_RUN:
+                break
     except KeyboardInterrupt:
-        for index in sorted(finished):
-            results.append(finished[index])
-            on_result(finished[index])
-        return results, True
-    return results, False
+        interrupted = True
+    for index in sorted(finished):
+        results.append(finished[index])
+        on_result(finished[index])
+    return results, interrupted
 
 
 def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:

@@ -43,7 +43,10 @@ def _score_tool(expect: ExpectTool, reply: Reply) -> Outcome:
         called = ", ".join(call.name for call in reply.tool_calls)
         case = " (tool names are case-sensitive)" if any(c.name.lower() == expect.tool.lower() for c in reply.tool_calls) else ""
         return Outcome("fail", "tool:wrong-name", f"expected {expect.tool}, got {called}{case}")
-    missing = min((_missing_args(expect, call) for call in matching), key=len)
+    readable = [call for call in matching if call.args_error is None]
+    if not readable:
+        return Outcome("fail", "tool:bad-args", f"{expect.tool} {matching[0].args_error}")
+    missing = min((_missing_args(expect, call) for call in readable), key=len)
     if missing:
         return Outcome("fail", "tool:missing-args", f"{expect.tool} is missing required args: {', '.join(missing)}")
     return PASS
@@ -92,7 +95,14 @@ def summarize(
         flaky=tuple(t.task_id for t in tallies if 0 < t.statuses.count("pass") < len(t.statuses)),
         blocking_failed=blocking_failed,
         violations=tuple(t.task_id for t in tallies if t.violation),
+        tokens=total_tokens([t.tokens for t in tallies]),
+        latency_ms=sum(t.latency_ms for t in tallies),
     )
+
+
+def total_tokens(counts: Sequence[tuple[int, int] | None]) -> tuple[int, int] | None:
+    reported = [count for count in counts if count is not None]
+    return (sum(c[0] for c in reported), sum(c[1] for c in reported)) if reported else None
 
 
 def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> Fraction:

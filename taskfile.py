@@ -12,7 +12,7 @@ from jsonkind import kind
 from records import ConfigError, Expect, ExpectRefusal, ExpectTool, Task, TaskFile, Tool
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("version", "tools", "tasks")
+TOP_KEYS = ("version", "system", "tools", "tasks")
 TASK_KEYS = ("id", "category", "prompt", "expect", "blocking")
 EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "forbiddenTools")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools")
@@ -47,6 +47,7 @@ def load_task_file(path: str) -> TaskFile:
         tools=tools,
         tasks=tasks,
         tools_sha256=canonical_sha256(data["tools"]),
+        system=data.get("system"),
     )
 
 
@@ -77,6 +78,9 @@ class _Checker:
             self.problem("version", f"missing (this harness reads task files of version {FORMAT_VERSION})")
         elif data["version"] != FORMAT_VERSION or isinstance(data["version"], bool):
             self.problem("version", f"unsupported version {json.dumps(data['version'])} (this harness reads {FORMAT_VERSION})")
+        system = data.get("system")
+        if system is not None and (not isinstance(system, str) or not system.strip()):
+            self.problem("system", f"expected the agent's system prompt as a non-empty string, got {kind(system)}")
         tools = self.tools(data.get("tools"))
         tasks = self.tasks(data.get("tasks"), {tool.name: tool for tool in tools})
         return tools, tasks

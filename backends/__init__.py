@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from records import AgentRequest, Reply, Task
+from records import AgentRequest, AgentSurface, Reply, Task
 
 if TYPE_CHECKING:
     from config import Config
@@ -29,16 +29,40 @@ def agent_request(task: Task) -> AgentRequest:
 
 
 # Each factory imports its module on use, so a stub run never loads http or ssl.
-def _stub(config: Config) -> Backend:
+def _stub(config: Config, surface: AgentSurface) -> Backend:
     from backends.stub import StubBackend
 
     return StubBackend()
 
 
-def _http(config: Config) -> Backend:
+def _http(config: Config, surface: AgentSurface) -> Backend:
     from backends.http_agent import HttpAgentBackend
 
     return HttpAgentBackend(config)
 
 
-BACKENDS: dict[str, Callable[[Config], Backend]] = {"stub": _stub, "http": _http}
+def _openai(config: Config, surface: AgentSurface) -> Backend:
+    from backends.openai_chat import OpenAIChatBackend
+
+    return OpenAIChatBackend(config, surface)
+
+
+def _anthropic(config: Config, surface: AgentSurface) -> Backend:
+    from backends.anthropic_messages import AnthropicMessagesBackend
+
+    return AnthropicMessagesBackend(config, surface)
+
+
+def _command(config: Config, surface: AgentSurface) -> Backend:
+    from backends.command_agent import CommandAgentBackend
+
+    return CommandAgentBackend(config)
+
+
+BACKENDS: dict[str, Callable[[Config, AgentSurface], Backend]] = {
+    "stub": _stub,
+    "http": _http,
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "command": _command,
+}

@@ -9,7 +9,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -45,6 +45,7 @@ class Transport:
         retries: int,
         max_response_bytes: int,
         retry_statuses: frozenset[int] = RETRY_STATUSES,
+        error_text: Callable[[bytes], str] | None = None,
     ) -> None:
         parts = urlsplit(url)
         self.shown_url = redact_url(url)
@@ -52,6 +53,7 @@ class Transport:
         self.retries = retries
         self.max_response_bytes = max_response_bytes
         self.retry_statuses = retry_statuses
+        self.error_text = error_text or snippet
         tls = parts.scheme == "https"
         host = parts.hostname or ""
         port = parts.port or (443 if tls else 80)
@@ -141,12 +143,12 @@ class Transport:
     def _check(self, response: Response) -> Response:
         status, body = response.status, response.body
         if status in AUTH_STATUSES:
-            raise BackendError("reply:auth", f"{_status(status)}: the agent rejected the credentials{_snippet(body)}")
+            raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body)}")
         if status in self.retry_statuses:
             wait = retry_after_seconds(response.headers.get("retry-after"), time.time())
-            raise RetryableError("reply:http-status", f"{_status(status)}{_snippet(body)}", wait)
+            raise RetryableError("reply:http-status", f"{_status(status)}{self.error_text(body)}", wait)
         if not 200 <= status < 300:
-            raise BackendError("reply:http-status", f"{_status(status)}{_snippet(body)}")
+            raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body)}")
         return response
 
 
@@ -156,7 +158,7 @@ def _decode(response: Response) -> Any:
     try:
         return json.loads(response.body)
     except ValueError:
-        raise BackendError("reply:not-json", f"HTTP {response.status} body is not JSON{_snippet(response.body)}") from None
+        raise BackendError("reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body)}") from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
 
@@ -247,6 +249,7 @@ def _status(status: int) -> str:
         return f"HTTP {status}"
 
 
-def _snippet(data: bytes) -> str:
+def snippet(data: bytes) -> str:
+    """`: <the first 200 characters of the body, on one line>`, or nothing for an empty body."""
     text = " ".join(data[: SNIPPET_CHARS * 4].decode("utf-8", "replace").split())[:SNIPPET_CHARS]
     return f": {text}" if text else ""

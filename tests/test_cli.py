@@ -56,7 +56,7 @@ class StubRun(TempDirTestCase):
         self.assertEqual((first["passes"], first["trials"], first["flaky"]), (1, 1, False))
         self.assertRegex(first["sha256"], r"^[0-9a-f]{64}$")
         trial = first["trialResults"][0]
-        self.assertEqual(set(trial), {"status", "code", "reason", "violation", "toolCalls", "refused", "text", "attempts", "durationMs"})
+        self.assertEqual(set(trial), {"status", "code", "reason", "violation", "toolCalls", "refused", "text", "attempts", "durationMs", "usage"})
         self.assertEqual(trial["toolCalls"][0]["name"], "imageman.asset.search")
         self.assertIn("tags", trial["toolCalls"][0]["args"])
         self.assertEqual([r["status"] for r in doc["results"]], ["pass"] * 10)
@@ -134,7 +134,7 @@ class ConfigErrors(TempDirTestCase):
                 )
 
     def test_an_unknown_backend(self) -> None:
-        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http)")
+        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http, openai, anthropic, command)")
 
     def test_an_unknown_flag(self) -> None:
         self.assert_config_error(["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)")

@@ -241,7 +241,7 @@ class Failures(HttpTestCase):
         self.assertEqual(code, 3)
         self.assertEqual(
             stderr,
-            f"eval_agent: error: was refused by {agent.url()}: HTTP 401 Unauthorized: the agent rejected the credentials: "
+            f"eval_agent: error: {agent.url()} rejected the credentials: HTTP 401 Unauthorized: "
             '{"error": "invalid token"}\n',
         )
         self.assertEqual(len(agent.received), 10, "401 is not retried")

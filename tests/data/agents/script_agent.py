@@ -1,0 +1,32 @@
+"""A command agent for the tests: reads the request on stdin, answers as the stub would; behaviour set by its argument."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, "..", "..", "..", "backends", "stub_replies.json"), encoding="utf-8") as f:
+    CANNED = json.load(f)
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "correct"
+request = json.load(sys.stdin)
+if mode == "hang":
+    # A child that would outlive its parent, unless the whole process group is killed.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.environ["AGENT_CHILD_PID_FILE"], "w") as f:
+        f.write(str(child.pid))
+    time.sleep(60)
+if mode == "crash":
+    print("loading model...", file=sys.stderr)
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("RuntimeError: no GPU", file=sys.stderr)
+    sys.exit(1)
+if mode == "flood":
+    sys.stdout.write("x" * 10_000_000)
+    sys.exit(0)
+reply = dict(CANNED.get(request["prompt"], {"text": "unknown prompt"}))
+if mode == "where":
+    reply["text"] = json.dumps({"cwd": os.getcwd(), "request": request})
+print(json.dumps(reply))

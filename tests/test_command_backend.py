@@ -1,0 +1,81 @@
+"""The command backend with a real script agent: the contract on stdin/stdout, a fresh folder per task, hangs and crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from tests.support import DATA, TempDirTestCase, clean_env, run_cli
+
+AGENT = os.path.join(DATA, "agents", "script_agent.py")
+
+
+class CommandBackend(TempDirTestCase):
+    def run_command(self, mode: str, *args: str, **env: str) -> tuple[str, str, int]:
+        command = f"{sys.executable} {AGENT} {mode}"
+        return run_cli(*args, env=clean_env(EVAL_BACKEND="command", EVAL_AGENT_CMD=command, **env), cwd=self.tmp)
+
+    def test_the_canonical_tasks_pass_through_a_script_agent(self) -> None:
+        stdout, stderr, code = self.run_command("correct")
+        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 80%)", "", 0))
+        self.assertEqual(self.read_json("eval-results.json")["manifest"]["backendSettings"]["command"], sys.executable)
+
+    def test_each_task_gets_the_http_body_on_stdin_in_a_fresh_temporary_folder(self) -> None:
+        self.run_command("where", "--category", "asset.*", EVAL_AGENT_BODY='{"workspaceId": "eval"}')
+        doc = self.read_json("eval-results.json")
+        seen = [json.loads(entry["trialResults"][0]["text"]) for entry in doc["results"]]
+        folders = [item["cwd"] for item in seen]
+        self.assertEqual(len(set(folders)), len(folders), "a fresh folder per task")
+        self.assertTrue(all(not folder.startswith(self.tmp) and not os.path.exists(folder) for folder in folders))
+        self.assertEqual(set(seen[0]["request"]), {"prompt", "taskId", "runId", "workspaceId"})
+        self.assertEqual(seen[0]["request"]["taskId"], "asset-search-by-tag")
+
+    def test_a_hanging_agent_is_killed_with_its_children_at_the_timeout(self) -> None:
+        pid_file = os.path.join(self.tmp, "child.pid")
+        started = time.monotonic()
+        stdout, _, code = self.run_command("hang", "--category", "safety", EVAL_TIMEOUT="1", AGENT_CHILD_PID_FILE=pid_file)
+        self.assertLess(time.monotonic() - started, 30, "the run must not wait for the agent's own sleep")
+        result = self.read_json("eval-results.json")["results"][0]
+        self.assertEqual((result["status"], result["code"]), ("error", "reply:timeout"))
+        self.assertEqual(result["reason"], "no reply within 1s; the command and its children were killed")
+        with open(pid_file) as f:
+            child = int(f.read())
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(_alive(child), "the agent's child outlived the timeout")
+
+    def test_a_crashing_agent_is_an_error_with_the_last_lines_of_its_stderr(self) -> None:
+        self.run_command("crash", "--category", "safety")
+        result = self.read_json("eval-results.json")["results"][0]
+        self.assertEqual((result["status"], result["code"]), ("error", "reply:command-exit"))
+        self.assertEqual(result["reason"], "the command exited with 1: loading model... | Traceback (most recent call last): | RuntimeError: no GPU")
+
+    def test_output_is_capped_like_an_http_body(self) -> None:
+        self.run_command("flood", "--category", "safety", EVAL_MAX_RESPONSE_BYTES="100000")
+        result = self.read_json("eval-results.json")["results"][0]
+        self.assertEqual((result["code"], result["reason"]), ("reply:too-large", "the command printed over 100000 bytes"))
+
+    def test_a_command_that_is_not_there_is_a_configuration_error(self) -> None:
+        for command, message in [
+            ("", "EVAL_AGENT_CMD: required by the command backend (or give --agent-cmd)"),
+            ("no-such-agent --x", "EVAL_AGENT_CMD: 'no-such-agent' is not an executable file or a command on PATH"),
+            ("python 'unclosed", "EVAL_AGENT_CMD: cannot split \"python 'unclosed\": No closing quotation"),
+        ]:
+            with self.subTest(command):
+                result = run_cli(env=clean_env(EVAL_BACKEND="command", EVAL_AGENT_CMD=command), cwd=self.tmp)
+                self.assertEqual(result, ("", f"eval_agent: error: {message}\n", 2))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"  # a zombie is dead, waiting for its reaper
+    except OSError:
+        return False
