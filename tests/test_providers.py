@@ -247,23 +247,41 @@ class FakesAreFaithful(unittest.TestCase):
         self.assertEqual(parsed[0].usage.prompt_tokens, 120)
 
     def test_the_openai_sdk_reads_the_fake_errors(self) -> None:
-        fake = self.serve(openai_error(401, "Incorrect API key provided"))
+        errors = [
+            (openai_error(400, "Invalid schema"), openai.BadRequestError),
+            (openai_error(401, "Incorrect API key provided"), openai.AuthenticationError),
+            (openai_error(429, "Rate limit reached"), openai.RateLimitError),
+        ]
+        fake = self.serve(*[reply for reply, _ in errors])
         client = openai.OpenAI(base_url=fake.url("/v1"), api_key="k", max_retries=0)
-        with self.assertRaises(openai.AuthenticationError) as caught:
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-        self.assertIn("Incorrect API key provided", str(caught.exception))
+        for (reply, kind) in errors:
+            with self.assertRaises(kind) as caught:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            self.assertIn(reply[1]["error"]["message"], str(caught.exception))
 
     def test_the_anthropic_sdk_reads_the_fake_messages_and_errors(self) -> None:
         calls = canned_calls(canonical_task_data()["tasks"][0]["prompt"])
-        fake = self.serve((200, anthropic_message(calls, "Let me do that.")), anthropic_error(529, "overloaded_error", "Overloaded"))
+        fake = self.serve(
+            (200, anthropic_message(calls, "Let me do that.")),
+            (200, anthropic_message([], "I can't share that.")),
+            anthropic_error(400, "invalid_request_error", "tools.0.input_schema: JSON schema is invalid"),
+            anthropic_error(401, "authentication_error", "invalid x-api-key"),
+            anthropic_error(529, "overloaded_error", "Overloaded"),
+        )
         client = anthropic.Anthropic(base_url=fake.url(""), api_key="k", max_retries=0)
-        message = client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+
+        def create() -> Any:
+            return client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+
+        message = create()
         self.assertEqual([block.type for block in message.content], ["text", "tool_use"])
         self.assertEqual((message.content[1].name, message.content[1].input), ("imageman_asset_search", calls[0]["args"]))
         self.assertEqual(message.usage.input_tokens, 200)
-        with self.assertRaises(anthropic.APIStatusError) as caught:
-            client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
-        self.assertEqual(caught.exception.status_code, 529)
+        self.assertEqual([block.text for block in create().content], ["I can't share that."])
+        for kind, status in [(anthropic.BadRequestError, 400), (anthropic.AuthenticationError, 401), (anthropic.APIStatusError, 529)]:
+            with self.assertRaises(kind) as caught:
+                create()
+            self.assertEqual(caught.exception.status_code, status)
 
 
 if __name__ == "__main__":
