@@ -29,7 +29,7 @@ EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Load, select, run, score, report, gate; or `merge` shard results."""
+    """Load, select, run, score, report, gate; or one of the subcommands: merge, compare, validate, tools."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["merge"]:
         from merge import merge_main
@@ -39,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from compare import compare_main
 
         return compare_main(argv[1:])
+    if argv[:1] in (["validate"], ["tools"]):
+        from authoring import tools_main, validate_main
+
+        return (validate_main if argv[0] == "validate" else tools_main)(argv[1:])
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         config = parse_config(argv, os.environ)

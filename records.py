@@ -36,11 +36,29 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class ArgMatch:
+    """The values an argument may take: JSON equality with any of them, strings case-insensitively when asked."""
+
+    values: tuple[Any, ...]
+    ignore_case: bool = False
+
+
+@dataclass(frozen=True)
 class ExpectTool:
-    """A correct reply calls this tool with at least these argument keys."""
+    """A correct reply calls this tool with at least these argument keys (and these values where given)."""
 
     tool: str
     required_args: tuple[str, ...] = ()
+    forbidden_tools: tuple[str, ...] = ()
+    arg_values: Mapping[str, ArgMatch] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExpectTrajectory:
+    """A correct reply makes these calls: in this order, exactly these, or in any order."""
+
+    steps: tuple[ExpectTool, ...]
+    order: Literal["in-order", "exact", "any-order"] = "in-order"
     forbidden_tools: tuple[str, ...] = ()
 
 
@@ -51,7 +69,7 @@ class ExpectRefusal:
     forbidden_tools: tuple[str, ...] = ()
 
 
-Expect = Union[ExpectTool, ExpectRefusal]
+Expect = Union[ExpectTool, ExpectRefusal, ExpectTrajectory]
 
 
 @dataclass(frozen=True)

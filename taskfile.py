@@ -5,22 +5,39 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from jsonkind import kind
-from records import ConfigError, Expect, ExpectRefusal, ExpectTool, Task, TaskFile, Tool
+from records import ArgMatch, ConfigError, Expect, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile, Tool
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "tasks")
 TASK_KEYS = ("id", "category", "prompt", "expect", "blocking")
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "forbiddenTools")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools")
+EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools")
+STEP_KEYS = ("tool", "requiredArgs", "argValues")
+ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
+ORDERS = ("in-order", "exact", "any-order")
+PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
-def load_task_file(path: str) -> TaskFile:
-    """Read, parse and validate the task file at path; ConfigError names what is wrong."""
+def load_task_file(path: str, environ: Mapping[str, str] | None = None) -> TaskFile:
+    """Read, expand, parse and validate the task file at path; ConfigError names the first problem and counts the rest."""
+    task_file, problems = read_task_file(path, os.environ if environ is None else environ)
+    if task_file is None:
+        more = len(problems) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(f"{path}: {problems[0]}{suffix}")
+    return task_file
+
+
+def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | None, list[str]]:
+    """The task file and no problems, or None and every problem found, each with its JSON path."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -35,13 +52,11 @@ def load_task_file(path: str) -> TaskFile:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     checker = _Checker()
+    data = checker.expand(data, "", environ)
     tools, tasks = checker.task_file(data)
     if checker.problems:
-        first = checker.problems[0]
-        more = len(checker.problems) - 1
-        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise ConfigError(f"{path}: {first}{suffix}")
-    return TaskFile(
+        return None, checker.problems
+    task_file = TaskFile(
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),
         tools=tools,
@@ -49,6 +64,7 @@ def load_task_file(path: str) -> TaskFile:
         tools_sha256=canonical_sha256(data["tools"]),
         system=data.get("system"),
     )
+    return task_file, []
 
 
 def canonical_sha256(value: Any) -> str:
@@ -68,6 +84,26 @@ class _Checker:
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
+
+    def expand(self, value: Any, path: str, environ: Mapping[str, str]) -> Any:
+        """${VAR} in every string from the environment, $$ for a dollar; an unset variable is a problem at its path."""
+        if isinstance(value, str):
+
+            def substitute(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name is None:
+                    return "$"
+                if name not in environ:
+                    self.problem(path or "top level", f"${{{name}}} is not set in the environment")
+                    return match.group(0)
+                return environ[name]
+
+            return PLACEHOLDER.sub(substitute, value)
+        if isinstance(value, list):
+            return [self.expand(item, f"{path}[{i}]", environ) for i, item in enumerate(value)]
+        if isinstance(value, dict):
+            return {key: self.expand(item, f"{path}.{key}" if path else key, environ) for key, item in value.items()}
+        return value
 
     def task_file(self, data: Any) -> tuple[tuple[Tool, ...], tuple[Task, ...]]:
         if not isinstance(data, dict):
@@ -184,37 +220,74 @@ class _Checker:
         )
 
     def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
-        shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]} or {"refusal": true}'
+        shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]} or {"refusal": true}'
         if value is None:
             self.problem(path, f"missing: expected {shapes}")
             return None
         if not isinstance(value, dict):
             self.problem(path, f"expected {shapes}, got {kind(value)}")
             return None
-        if "tool" in value and "refusal" in value:
-            self.problem(path, 'has both "tool" and "refusal"; a task expects one or the other')
+        kinds = [key for key in ("tool", "trajectory", "refusal") if key in value]
+        if len(kinds) > 1:
+            self.problem(path, f"has {' and '.join(json.dumps(k) for k in kinds)}; a task expects one of them")
             return None
         if "refusal" in value:
             self.unknown_keys(value, EXPECT_REFUSAL_KEYS, path)
-            forbidden = self.forbidden_tools(value, path, tools, expected=None)
+            forbidden = self.forbidden_tools(value, path, tools, expected=())
             if value["refusal"] is not True:
                 self.problem(f"{path}.refusal", f"expected true, got {json.dumps(value['refusal'])}")
                 return None
             return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
+        if "trajectory" in value:
+            return self.trajectory(value, path, tools)
         if "tool" not in value:
-            self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_REFUSAL_KEYS, path)
+            self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_TRAJECTORY_KEYS + EXPECT_REFUSAL_KEYS, path)
             self.problem(path, f"expected {shapes}")
             return None
         self.unknown_keys(value, EXPECT_TOOL_KEYS, path)
+        step = self.step(value, path, tools)
+        forbidden = self.forbidden_tools(value, path, tools, expected=(value.get("tool"),))
+        if step is None or forbidden is None:
+            return None
+        return ExpectTool(step.tool, step.required_args, forbidden, step.arg_values)
+
+    def trajectory(self, value: dict[str, Any], path: str, tools: dict[str, Tool]) -> ExpectTrajectory | None:
+        self.unknown_keys(value, EXPECT_TRAJECTORY_KEYS, path)
+        items = value["trajectory"]
+        if not isinstance(items, list) or not items:
+            self.problem(f"{path}.trajectory", "expected a non-empty list of tool names or steps")
+            return None
+        order = value.get("order", "in-order")
+        if order not in ORDERS:
+            self.problem(f"{path}.order", f"expected one of {', '.join(ORDERS)}, got {kind(order)}")
+        steps = []
+        for j, item in enumerate(items):
+            where = f"{path}.trajectory[{j}]"
+            if isinstance(item, str):
+                item = {"tool": item}
+            elif isinstance(item, dict):
+                self.unknown_keys(item, STEP_KEYS, where)
+            else:
+                self.problem(where, f"expected a tool name or a step object, got {kind(item)}")
+                continue
+            steps.append(self.step(item, where, tools))
+        names = tuple(item if isinstance(item, str) else item.get("tool") if isinstance(item, dict) else None for item in items)
+        forbidden = self.forbidden_tools(value, path, tools, expected=names)
+        if forbidden is None or order not in ORDERS or any(step is None for step in steps) or len(steps) != len(items):
+            return None
+        return ExpectTrajectory(tuple(steps), order, forbidden)  # type: ignore[arg-type]
+
+    def step(self, value: dict[str, Any], path: str, tools: dict[str, Tool]) -> ExpectTool | None:
+        """A tool with its required args and argument values: a tool task's expectation, or one step of a trajectory."""
         name = self.text(value, "tool", path)
         tool = tools.get(name) if name is not None else None
         if name is not None and tool is None and not self.tools_unreadable and name not in self.broken_tools:
             self.problem(f"{path}.tool", f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
+        properties = tool.input_schema.get("properties", {}) if tool else {}
         required = value.get("requiredArgs", [])
         if not _is_list_of_str(required):
             self.problem(f"{path}.requiredArgs", "expected a list of strings")
             return None
-        properties = tool.input_schema.get("properties", {}) if tool else {}
         for j, key in enumerate(required):
             if required.index(key) != j:
                 self.problem(f"{path}.requiredArgs[{j}]", f"{json.dumps(key)} is listed twice")
@@ -223,12 +296,36 @@ class _Checker:
                     f"{path}.requiredArgs[{j}]",
                     f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}",
                 )
-        forbidden = self.forbidden_tools(value, path, tools, expected=name)
-        if tool is None or forbidden is None:
+        arg_values = self.arg_values(value.get("argValues", {}), f"{path}.argValues", tool, properties)
+        if tool is None or arg_values is None:
             return None
-        return ExpectTool(tool=tool.name, required_args=tuple(required), forbidden_tools=forbidden)
+        return ExpectTool(tool=tool.name, required_args=tuple(required), arg_values=arg_values)
 
-    def forbidden_tools(self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: str | None) -> tuple[str, ...] | None:
+    def arg_values(self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any]) -> dict[str, ArgMatch] | None:
+        if not isinstance(value, dict):
+            self.problem(path, 'expected an object of argument names to accepted values: {"format": ["webp"]}')
+            return None
+        matches: dict[str, ArgMatch] = {}
+        problems = len(self.problems)
+        for key, accepted in value.items():
+            where = f"{path}.{key}"
+            if tool is not None and key not in properties:
+                self.problem(where, f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}")
+                continue
+            ignore_case = False
+            if isinstance(accepted, dict):
+                self.unknown_keys(accepted, ARG_MATCH_KEYS, where)
+                ignore_case = accepted.get("ignoreCase", False)
+                if not isinstance(ignore_case, bool):
+                    self.problem(f"{where}.ignoreCase", f"expected true or false, got {kind(ignore_case)}")
+                accepted = accepted.get("anyOf")
+            if not isinstance(accepted, list) or not accepted:
+                self.problem(where, 'expected a non-empty list of accepted values, or {"anyOf": [...], "ignoreCase": true}')
+                continue
+            matches[key] = ArgMatch(tuple(accepted), ignore_case is True)
+        return matches if len(self.problems) == problems else None
+
+    def forbidden_tools(self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: tuple[Any, ...]) -> tuple[str, ...] | None:
         names = expect.get("forbiddenTools", [])
         where = f"{path}.forbiddenTools"
         if not _is_list_of_str(names):
@@ -238,8 +335,8 @@ class _Checker:
         for j, name in enumerate(names):
             if names.index(name) != j:
                 self.problem(f"{where}[{j}]", f"{json.dumps(name)} is listed twice")
-            elif name == expected:
-                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is the expected tool; a task cannot expect and forbid it")
+            elif name in expected:
+                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is an expected tool; a task cannot expect and forbid it")
             elif name not in tools and not self.tools_unreadable and name not in self.broken_tools:
                 self.problem(f"{where}[{j}]", f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
         return tuple(names) if len(self.problems) == problems else None

@@ -12,7 +12,9 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "eval_agent.py")
-CANONICAL_TASKS = os.path.join(ROOT, "eval-tasks.json")
+SHIPPED_TASKS = os.path.join(ROOT, "eval-tasks.json")
+# The ten tasks the canonical file started with: tests pin behaviour on this copy, so the shipped file can grow.
+CANONICAL_TASKS = os.path.join(ROOT, "tests", "data", "tasks", "imageman-ten.json")
 DATA = os.path.join(ROOT, "tests", "data")
 CLI_TIMEOUT = 60
 
@@ -21,12 +23,13 @@ PROXY_VARIABLES = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The current environment without any EVAL_* setting or proxy, plus overrides."""
+    """The current environment without any EVAL_* setting or proxy, on the ten-task file, plus overrides."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("EVAL_") and key.lower() not in PROXY_VARIABLES
     }
+    env["EVAL_TASKS"] = CANONICAL_TASKS
     env.update(overrides)
     return env
 

@@ -10,7 +10,7 @@ import unittest
 from backends.stub import REPLIES_PATH
 from records import ExpectRefusal, ExpectTool
 from taskfile import load_task_file
-from tests.support import CANONICAL_TASKS
+from tests.support import SHIPPED_TASKS, clean_env, run_cli
 
 CATEGORIES = {
     "asset.search": (2, "imageman.asset.search"),
@@ -21,28 +21,42 @@ CATEGORIES = {
     "transform.bgRemove": (1, "imageman.transform.bgRemove"),
     "ai.image.generate": (1, "imageman.ai.image.generate"),
     "ai.image.edit": (1, "imageman.ai.image.edit"),
-    "safety": (1, None),
+    "safety": (3, None),
+    "help": (1, None),
 }
 
 
 class CanonicalTasks(unittest.TestCase):
     def setUp(self) -> None:
-        self.task_file = load_task_file(CANONICAL_TASKS)
+        self.task_file = load_task_file(SHIPPED_TASKS)
 
-    def test_ten_tasks_one_category_per_row_of_the_table(self) -> None:
+    def test_the_tasks_one_category_per_row_of_the_table(self) -> None:
         counts = collections.Counter(task.category for task in self.task_file.tasks)
         self.assertEqual(dict(counts), {category: n for category, (n, _) in CATEGORIES.items()})
         for task in self.task_file.tasks:
             with self.subTest(task.id):
                 tool = CATEGORIES[task.category][1]
                 if tool is None:
-                    self.assertEqual(task.expect, ExpectRefusal())
+                    self.assertIsInstance(task.expect, ExpectRefusal)
                 else:
                     self.assertIsInstance(task.expect, ExpectTool)
                     self.assertEqual(task.expect.tool, tool)
 
-    def test_only_the_safety_task_blocks_the_gate(self) -> None:
-        self.assertEqual([task.id for task in self.task_file.tasks if task.blocking], ["safety-leak-secrets"])
+    def test_the_safety_tasks_block_the_gate(self) -> None:
+        blocking = [task.id for task in self.task_file.tasks if task.blocking]
+        self.assertEqual(blocking, ["safety-leak-secrets", "safety-injected-instructions", "safety-fake-news-photo"])
+
+    def test_every_tool_has_a_happy_path_and_a_negative_task_under_validate_strict(self) -> None:
+        stdout, stderr, code = run_cli("validate", "--strict", "--tasks", SHIPPED_TASKS)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertNotIn("warning", stdout)
+        self.assertIn(f"{SHIPPED_TASKS}: valid, 13 tasks, 8 tools", stdout)
+
+    def test_the_stub_passes_every_shipped_task(self) -> None:
+        env = clean_env()
+        del env["EVAL_TASKS"]
+        stdout, stderr, code = run_cli(env=env)
+        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("13/13 PASS at 100% (gate 80%)", "", 0))
 
     def test_every_tool_has_a_schema_with_properties(self) -> None:
         self.assertEqual(len(self.task_file.tools), 8)

@@ -9,8 +9,8 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from records import ExpectRefusal, ExpectTool, Outcome, Reply, Tally, Task, ToolCall
-from scoring import pass_hat_k, score, summarize
+from records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Tally, Task, ToolCall
+from scoring import json_equal, pass_hat_k, score, summarize
 
 GET = ExpectTool("imageman.asset.get", ("assetId",))
 GET_NOT_TAG = ExpectTool("imageman.asset.get", ("assetId",), forbidden_tools=("imageman.asset.tag", "imageman.ai.image.edit"))
@@ -22,7 +22,7 @@ def call(name: str, **args: object) -> ToolCall:
     return ToolCall(name, args)
 
 
-def task(expect: ExpectTool | ExpectRefusal, category: str = "c") -> Task:
+def task(expect: ExpectTool | ExpectRefusal | ExpectTrajectory, category: str = "c") -> Task:
     return Task(id="t", category=category, prompt="p", expect=expect)
 
 
@@ -227,6 +227,146 @@ class PassHatK(unittest.TestCase):
     def test_a_task_with_fewer_trials_than_k_is_left_out_of_pass_hat_k(self) -> None:
         self.assertEqual(pass_hat_k([(1, 1), (0, 2)], 2), Fraction(0))
         self.assertEqual(pass_hat_k([(1, 1), (2, 2)], 2), Fraction(1))
+
+
+
+URL = ExpectTool(
+    "imageman.transform.url",
+    ("assetId",),
+    arg_values={"format": ArgMatch(("webp",)), "width": ArgMatch((800,)), "fit": ArgMatch(("cover", "contain"), ignore_case=True)},
+)
+
+# (name, expectation, reply, outcome) for argument values
+ARG_VALUES = [
+    ("every value accepted", URL, Reply((call("imageman.transform.url", assetId="a", format="webp", width=800, fit="cover"),)), Outcome("pass")),
+    ("an integer equals the same float", URL, Reply((call("imageman.transform.url", assetId="a", format="webp", width=800.0, fit="Cover"),)), Outcome("pass")),
+    (
+        "a wrong value names the key, the value and what was accepted",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="png", width=800, fit="cover"),)),
+        Outcome("fail", "tool:wrong-value", 'imageman.transform.url format is "png", expected "webp"'),
+    ),
+    (
+        "case matters unless ignoreCase",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="WEBP", width=800, fit="cover"),)),
+        Outcome("fail", "tool:wrong-value", 'imageman.transform.url format is "WEBP", expected "webp"'),
+    ),
+    (
+        "one of several, ignoring case, named as such",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="webp", width=800, fit="fill"),)),
+        Outcome("fail", "tool:wrong-value", 'imageman.transform.url fit is "fill", expected "cover" or "contain" (ignoring case)'),
+    ),
+    (
+        "true is not 1",
+        ExpectTool("imageman.asset.tag", arg_values={"replace": ArgMatch((1,))}),
+        Reply((call("imageman.asset.tag", replace=True),)),
+        Outcome("fail", "tool:wrong-value", "imageman.asset.tag replace is true, expected 1"),
+    ),
+    (
+        "a valued key that is missing is a missing arg",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", width=800, fit="cover"),)),
+        Outcome("fail", "tool:missing-args", "imageman.transform.url is missing required args: format"),
+    ),
+    (
+        "any one call with the right values passes",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="png", width=1, fit="x"), call("imageman.transform.url", assetId="a", format="webp", width=800, fit="contain"))),
+        Outcome("pass"),
+    ),
+]
+
+SEARCH, TAG_STEP, GET_STEP = ExpectTool("imageman.asset.search"), ExpectTool("imageman.asset.tag", ("tags",)), ExpectTool("imageman.asset.get")
+
+
+def trajectory(order: str, *steps: ExpectTool) -> ExpectTrajectory:
+    return ExpectTrajectory(steps, order)  # type: ignore[arg-type]
+
+
+S, T, G = call("imageman.asset.search", query="x"), call("imageman.asset.tag", tags=["a"]), call("imageman.asset.get", assetId="a")
+T_BARE = call("imageman.asset.tag")
+
+TRAJECTORIES = [
+    ("in-order: in order with others between", trajectory("in-order", SEARCH, TAG_STEP), Reply((S, G, T)), Outcome("pass")),
+    (
+        "in-order: the wrong order names the step",
+        trajectory("in-order", SEARCH, TAG_STEP),
+        Reply((T, S)),
+        Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag was called, but not after step 1"),
+    ),
+    (
+        "in-order: a step whose call lacks args says why",
+        trajectory("in-order", SEARCH, TAG_STEP),
+        Reply((S, T_BARE)),
+        Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag is missing required args: tags"),
+    ),
+    (
+        "in-order: the same tool twice needs two calls",
+        trajectory("in-order", TAG_STEP, TAG_STEP),
+        Reply((T,)),
+        Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag was called, but not after step 1"),
+    ),
+    ("in-order: two calls for two steps", trajectory("in-order", TAG_STEP, TAG_STEP), Reply((T, G, T)), Outcome("pass")),
+    ("exact: exactly these, in order", trajectory("exact", SEARCH, TAG_STEP), Reply((S, T)), Outcome("pass")),
+    (
+        "exact: an extra call fails",
+        trajectory("exact", SEARCH, TAG_STEP),
+        Reply((S, G, T)),
+        Outcome("fail", "trajectory:length", "expected exactly 2 calls (imageman.asset.search, imageman.asset.tag), got 3 (imageman.asset.search, imageman.asset.get, imageman.asset.tag)"),
+    ),
+    (
+        "exact: a swapped pair names the step",
+        trajectory("exact", SEARCH, TAG_STEP),
+        Reply((T, S)),
+        Outcome("fail", "trajectory:step", "step 1: expected imageman.asset.search, got imageman.asset.tag"),
+    ),
+    ("any-order: any order passes", trajectory("any-order", SEARCH, TAG_STEP, GET_STEP), Reply((G, T, S)), Outcome("pass")),
+    (
+        "any-order: one call cannot satisfy two steps",
+        trajectory("any-order", TAG_STEP, TAG_STEP),
+        Reply((T, S)),
+        Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag was called 1 time, fewer than the steps that need it"),
+    ),
+    (
+        "any-order: a step matched to the call only it fits",
+        trajectory("any-order", ExpectTool("imageman.asset.tag"), TAG_STEP),
+        Reply((T, T_BARE)),
+        Outcome("pass"),
+    ),
+    (
+        "any-order: a missing step is named",
+        trajectory("any-order", SEARCH, GET_STEP),
+        Reply((S,)),
+        Outcome("fail", "trajectory:step", "step 2: imageman.asset.get was never called"),
+    ),
+    (
+        "a trajectory with no call at all",
+        trajectory("in-order", SEARCH, TAG_STEP),
+        Reply(text="ok"),
+        Outcome("fail", "tool:no-call", "expected the calls imageman.asset.search, imageman.asset.tag, got no tool call"),
+    ),
+]
+
+
+class ArgValuesAndTrajectories(unittest.TestCase):
+    def test_argument_values_score_as_tabled(self) -> None:
+        for name, expect, reply, outcome in ARG_VALUES:
+            with self.subTest(name):
+                self.assertEqual(score(task(expect), reply), outcome)
+
+    def test_trajectories_score_as_tabled(self) -> None:
+        for name, expect, reply, outcome in TRAJECTORIES:
+            with self.subTest(name):
+                self.assertEqual(score(task(expect), reply), outcome)
+
+    def test_json_equality(self) -> None:
+        self.assertTrue(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}, ignore_case=True))
+        self.assertFalse(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}))
+        self.assertFalse(json_equal(0, False))
+        self.assertFalse(json_equal(None, 0))
+        self.assertTrue(json_equal(None, None))
 
 
 if __name__ == "__main__":

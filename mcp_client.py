@@ -1,0 +1,214 @@
+"""Fetch the tool surface of a live MCP server, over stdio or Streamable HTTP, with every wait bounded."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from config import HARNESS_VERSION
+
+PROTOCOL_VERSION = "2025-06-18"
+MAX_PAGES = 100
+
+
+class McpError(Exception):
+    """The MCP server could not be reached or did something wrong; the message says what."""
+
+
+def fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
+    """initialize, notifications/initialized, then tools/list page by page."""
+    with session:
+        session.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "agent-eval-harness", "version": HARNESS_VERSION}})
+        session.notify("notifications/initialized")
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(MAX_PAGES):
+            result = session.request("tools/list", {"cursor": cursor} if cursor else {})
+            page = result.get("tools")
+            if not isinstance(page, list) or not all(isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in page):
+                raise McpError(f"the MCP server answered tools/list without a list of named tools: {json.dumps(result)[:200]}")
+            tools += page
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return tools
+        raise McpError(f"the MCP server kept paging tools/list past {MAX_PAGES} pages")
+
+
+class _Session:
+    """JSON-RPC ids and the checks every reply gets."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.next_id = 0
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Shut the session down."""
+
+    def message(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        self.next_id += 1
+        return {"jsonrpc": "2.0", "id": self.next_id, "method": method, **({"params": params} if params is not None else {})}
+
+    def result(self, method: str, reply: Any) -> dict[str, Any]:
+        if not isinstance(reply, dict):
+            raise McpError(f"the MCP server answered {method} with {json.dumps(reply)[:200]}, not a JSON-RPC object")
+        if "error" in reply:
+            error = reply["error"] if isinstance(reply["error"], dict) else {}
+            raise McpError(f"the MCP server answered {method} with error {error.get('code')}: {error.get('message')}")
+        if not isinstance(reply.get("result"), dict):
+            raise McpError(f"the MCP server answered {method} without a result object")
+        return reply["result"]
+
+
+class StdioSession(_Session):
+    """A server started as a process: newline-delimited JSON-RPC on its stdin and stdout, its stderr passed through."""
+
+    def __init__(self, argv: Sequence[str], timeout: float) -> None:
+        super().__init__(timeout)
+        self.argv = list(argv)
+        try:
+            self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+        except OSError as exc:
+            raise McpError(f"cannot start the MCP server {self.argv[0]}: {exc.strerror or exc}") from None
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+
+    def _read(self, stream: IO[bytes] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise McpError(f"the MCP server closed its stdin before {message.get('method')}") from None
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        message = self.message(method, params)
+        self._send(message)
+        while True:
+            try:
+                line = self.lines.get(timeout=self.timeout)
+            except queue.Empty:
+                raise McpError(f"the MCP server sent no reply to {method} within {self.timeout:g}s") from None
+            if not line:
+                code = self.process.poll()
+                raise McpError(f"the MCP server closed its stdout before answering {method}{f' (exit code {code})' if code is not None else ''}")
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                raise McpError(f"the MCP server wrote a line that is not JSON on stdout: {line[:200]!r}") from None
+            if isinstance(reply, dict) and "method" in reply:
+                if "id" in reply:  # a request of the server's own (ping, sampling...): we offer none
+                    self._send({"jsonrpc": "2.0", "id": reply["id"], "error": {"code": -32601, "message": "not supported by this client"}})
+                continue
+            if isinstance(reply, dict) and reply.get("id") == message["id"]:
+                return self.result(method, reply)
+
+    def close(self) -> None:
+        """Close stdin, then terminate, then kill: each step bounded."""
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+        for stop in (None, self.process.terminate, self.process.kill):
+            if stop is not None:
+                stop()
+            try:
+                self.process.wait(timeout=2)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class HttpSession(_Session):
+    """A server at a Streamable HTTP endpoint: POSTs answered with JSON or an event stream, in a session."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        super().__init__(timeout)
+        self.url = url
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+
+    def _post(self, message: dict[str, Any]) -> Any:
+        import urllib.error
+        import urllib.request
+
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        request = urllib.request.Request(self.url, data=json.dumps(message).encode(), headers=headers, method="POST")
+        what = message.get("method", "a message")
+        try:
+            response = urllib.request.urlopen(request, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            raise McpError(f"the MCP server answered {what} with HTTP {exc.code}: {exc.read(200).decode('utf-8', 'replace')}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise McpError(f"cannot reach the MCP server at {self.url}: {reason}") from None
+        with response:
+            self.session_id = response.headers.get("Mcp-Session-Id") or self.session_id
+            if "id" not in message:
+                return None
+            kind = response.headers.get("Content-Type", "").split(";")[0].strip()
+            try:
+                if kind == "text/event-stream":
+                    return self._from_events(response, message["id"], what)
+                return json.loads(response.read())
+            except TimeoutError:
+                raise McpError(f"the MCP server sent no reply to {what} within {self.timeout:g}s") from None
+            except ValueError:
+                raise McpError(f"the MCP server answered {what} with a body that is not JSON") from None
+
+    def _from_events(self, stream: Any, wanted: int, what: str) -> Any:
+        data: list[str] = []
+        for raw in stream:
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            elif not line and data:
+                event = json.loads("\n".join(data))
+                data = []
+                if isinstance(event, dict) and event.get("id") == wanted and "method" not in event:
+                    return event
+        raise McpError(f"the MCP server's event stream ended without a reply to {what}")
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self._post({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.result(method, self._post(self.message(method, params)))
+        if method == "initialize":
+            self.protocol_version = result.get("protocolVersion") or PROTOCOL_VERSION
+        return result
+
+    def close(self) -> None:
+        """End the session on the server (DELETE), as the transport asks; a server may refuse, which is fine."""
+        if not self.session_id:
+            return
+        import urllib.request
+
+        request = urllib.request.Request(self.url, headers={"Mcp-Session-Id": self.session_id}, method="DELETE")
+        try:
+            urllib.request.urlopen(request, timeout=self.timeout).close()
+        except OSError:
+            pass
