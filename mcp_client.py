@@ -108,7 +108,10 @@ class StdioSession(_Session):
             except queue.Empty:
                 raise McpError(f"the MCP server sent no reply to {method} within {self.timeout:g}s") from None
             if not line:
-                code = self.process.poll()
+                try:
+                    code = self.process.wait(timeout=1)  # its stdout closed: it is exiting, or has
+                except subprocess.TimeoutExpired:
+                    code = None
                 raise McpError(f"the MCP server closed its stdout before answering {method}{f' (exit code {code})' if code is not None else ''}")
             try:
                 reply = json.loads(line)

@@ -1,0 +1,218 @@
+"""Task authoring: validate and coverage, placeholders, argValues and trajectories end to end, tools from real MCP servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.agents import LoopbackAgent, Received, canned, send_json
+from tests.support import DATA, TempDirTestCase, canonical_task_data, clean_env, run_cli
+
+MCP = os.path.join(DATA, "mcp")
+SERVER = os.path.join(MCP, "imageman_server.py")
+ROGUE = os.path.join(MCP, "rogue_server.py")
+INVALID = os.path.join(DATA, "tasks", "invalid")
+
+
+class Validate(TempDirTestCase):
+    def test_every_problem_is_reported_at_once_with_its_json_path(self) -> None:
+        path = os.path.join(INVALID, "several-problems.json")
+        stdout, stderr, code = run_cli("validate", "--tasks", path)
+        self.assertEqual((stderr, code), ("", 2))
+        self.assertEqual(
+            stdout.splitlines(),
+            [
+                f'{path}: tools[0].inputSchema.required[0]: "tag" is not in properties (did you mean "tags"?)',
+                f"{path}: tasks[0].category: expected a non-empty string, got an empty string",
+                f'{path}: tasks[1].id: duplicate id "tag-one" (also tasks[0])',
+                "3 problems: not a valid task file",
+            ],
+        )
+
+    def test_coverage_per_tool_and_category_with_gaps_as_warnings_or_errors(self) -> None:
+        tasks = os.path.join(DATA, "tasks", "valid", "tool-without-params.json")
+        stdout, _, code = run_cli("validate", "--tasks", tasks)
+        self.assertEqual(code, 0)
+        self.assertEqual(
+            stdout.splitlines(),
+            [
+                f"{tasks}: valid, 3 tasks, 2 tools",
+                "tool                happy  negative",
+                "imageman.asset.tag      1         0",
+                "ping                    1         0",
+                "category   happy  negative",
+                "asset.tag      1         0",
+                "safety         0         1",
+                "health         1         0",
+                "warning: imageman.asset.tag has no negative task",
+                "warning: ping has no negative task",
+            ],
+        )
+        stdout, _, code = run_cli("validate", "--strict", "--tasks", tasks)
+        self.assertEqual((code, stdout.splitlines()[-1]), (1, "error: ping has no negative task"))
+
+    def test_a_tool_named_in_forbidden_tools_has_its_negative_task(self) -> None:
+        tasks = os.path.join(DATA, "tasks", "valid", "blocking-and-forbidden-tools.json")
+        stdout, _, code = run_cli("validate", "--strict", "--tasks", tasks)
+        self.assertEqual(code, 0)
+        self.assertIn("imageman.asset.tag      1         1", stdout)
+        self.assertIn("ping                    1         2", stdout)
+
+    def test_an_unreadable_file_is_exit_2_on_stderr(self) -> None:
+        self.assertEqual(
+            run_cli("validate", "--tasks", "nope.json", cwd=self.tmp),
+            ("", "eval_agent validate: error: nope.json: cannot read the task file: No such file or directory\n", 2),
+        )
+
+
+class Placeholders(TempDirTestCase):
+    def test_placeholders_expand_from_the_environment_and_a_double_dollar_is_a_dollar(self) -> None:
+        data = canonical_task_data()
+        data["tasks"] = [data["tasks"][2]]
+        data["tasks"][0]["prompt"] = "How big is ${EVAL_TEST_ASSET}, and is it worth $$5?"
+        tasks = self.write_json("t.json", data)
+        agent = LoopbackAgent(canned).__enter__()
+        self.addCleanup(agent.__exit__)
+        run_cli("--tasks", tasks, env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TEST_ASSET="ast_7f3k2p9q"), cwd=self.tmp)
+        self.assertEqual(agent.received[0].json["prompt"], "How big is ast_7f3k2p9q, and is it worth $5?")
+
+    def test_an_unset_placeholder_is_exit_2_and_nothing_is_sent(self) -> None:
+        data = canonical_task_data()
+        data["tasks"][4]["expect"]["requiredArgs"] = ["assetIds"]
+        data["tasks"][4]["prompt"] = "Tag ${EVAL_TEST_UNSET} please"
+        agent = LoopbackAgent(canned).__enter__()
+        self.addCleanup(agent.__exit__)
+        result = run_cli("--tasks", self.write_json("t.json", data), env=clean_env(EVAL_AGENT_URL=agent.url()), cwd=self.tmp)
+        path = os.path.join(self.tmp, "t.json")
+        self.assertEqual(result, ("", f"eval_agent: error: {path}: tasks[4].prompt: ${{EVAL_TEST_UNSET}} is not set in the environment\n", 2))
+        self.assertEqual(agent.received, [])
+
+
+class ValuesAndTrajectoriesEndToEnd(TempDirTestCase):
+    def run_with(self, expect: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
+        data = canonical_task_data()
+        data["tasks"] = [{**data["tasks"][5], "expect": expect}]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, {"toolCalls": calls})
+
+        agent = LoopbackAgent(respond).__enter__()
+        self.addCleanup(agent.__exit__)
+        run_cli("--tasks", self.write_json("t.json", data), env=clean_env(EVAL_AGENT_URL=agent.url()), cwd=self.tmp)
+        return self.read_json("eval-results.json")["results"][0]
+
+    def test_arg_values_in_the_task_file(self) -> None:
+        expect = {"tool": "imageman.transform.url", "requiredArgs": ["assetId"], "argValues": {"format": {"anyOf": ["webp"], "ignoreCase": True}, "width": [800]}}
+        passing = self.run_with(expect, [{"name": "imageman.transform.url", "args": {"assetId": "a", "format": "WebP", "width": 800.0}}])
+        self.assertEqual(passing["status"], "pass")
+        failing = self.run_with(expect, [{"name": "imageman.transform.url", "args": {"assetId": "a", "format": "webp", "width": 1200}}])
+        self.assertEqual((failing["code"], failing["reason"]), ("tool:wrong-value", "imageman.transform.url width is 1200, expected 800"))
+
+    def test_a_trajectory_in_the_task_file(self) -> None:
+        expect = {"trajectory": [{"tool": "imageman.asset.search", "requiredArgs": ["query"]}, "imageman.transform.url"], "order": "in-order"}
+        search = {"name": "imageman.asset.search", "args": {"query": "beach"}}
+        url = {"name": "imageman.transform.url", "args": {"assetId": "a"}}
+        self.assertEqual(self.run_with(expect, [search, url])["status"], "pass")
+        failing = self.run_with(expect, [url, search])
+        self.assertEqual((failing["code"], failing["reason"]), ("trajectory:step", "step 2: imageman.transform.url was called, but not after step 1"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class McpServers(TempDirTestCase):
+    """The official SDK's servers, over stdio and Streamable HTTP."""
+
+    def tasks(self) -> str:
+        data = canonical_task_data()
+        keep = {"imageman.asset.get", "imageman.transform.url", "imageman.asset.tag"}
+        data["tools"] = [tool for tool in data["tools"] if tool["name"] in keep]
+        data["tasks"] = [task for task in data["tasks"] if task["expect"].get("tool") in keep]
+        transform = next(task for task in data["tasks"] if task["id"] == "transform-url-webp-resize")
+        transform["expect"]["requiredArgs"] = ["assetId"]  # it leaves width to the model
+        return self.write_json("surface.json", data)
+
+    def http_server(self, *flags: str) -> str:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(proc.wait, 10)
+        self.addCleanup(proc.terminate)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return f"http://127.0.0.1:{port}/mcp"
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise AssertionError("the MCP server did not start listening within 30 s")
+                time.sleep(0.1)
+
+    def test_tools_over_stdio_print_the_surface_in_task_file_format(self) -> None:
+        stdout, _, code = run_cli("tools", "--mcp-command", f"{sys.executable} {SERVER}")
+        self.assertEqual(code, 0)
+        tools = json.loads(stdout)
+        self.assertEqual([tool["name"] for tool in tools], ["imageman.asset.get", "imageman.transform.url", "imageman.asset.tag"])
+        self.assertEqual(tools[0]["inputSchema"]["required"], ["assetId"])
+        data = canonical_task_data()
+        data["tools"] = tools
+        data["tasks"] = [task for task in data["tasks"] if task["expect"].get("tool") == "imageman.asset.get"]
+        self.assertEqual(run_cli("validate", "--tasks", self.write_json("pasted.json", data))[2], 0, "the output pastes into a task file")
+
+    def test_tools_over_streamable_http(self) -> None:
+        stdout, stderr, code = run_cli("tools", "--mcp-url", self.http_server())
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual([tool["name"] for tool in json.loads(stdout)], ["imageman.asset.get", "imageman.transform.url", "imageman.asset.tag"])
+
+    def test_validate_against_an_unchanged_server_finds_no_drift(self) -> None:
+        stdout, _, code = run_cli("validate", "--tasks", self.tasks(), "--mcp-command", f"{sys.executable} {SERVER}")
+        self.assertEqual(code, 0)
+        self.assertIn("live surface: 0 differences from the task file", stdout)
+
+    def test_validate_against_a_changed_server_lists_the_drift_over_both_transports(self) -> None:
+        expected = [
+            "live surface: 4 differences from the task file",
+            "  imageman.asset.tag: not on the server",
+            "  tasks[0] (asset-get-details): imageman.asset.get has no property assetId on the server any more",
+            "  tasks[0] (asset-get-details): the server now requires asset_id of imageman.asset.get, which the task does not supply",
+            "  tasks[2] (transform-url-webp-resize): the server now requires width of imageman.transform.url, which the task does not supply",
+        ]
+        for source in (["--mcp-command", f"{sys.executable} {SERVER} --changed"], ["--mcp-url", self.http_server("--changed")]):
+            with self.subTest(source[0]):
+                stdout, _, code = run_cli("validate", "--tasks", self.tasks(), *source)
+                self.assertEqual(code, 1)
+                self.assertEqual(stdout.splitlines()[-5:], expected)
+
+
+class McpMisbehaviour(TempDirTestCase):
+    def rogue(self, mode: str, *args: str) -> tuple[str, str, int]:
+        return run_cli("tools", "--mcp-command", f"{sys.executable} {ROGUE} {mode}", *args)
+
+    def test_tools_list_is_followed_through_its_pages(self) -> None:
+        stdout, _, code = self.rogue("paged")
+        self.assertEqual((code, [tool["name"] for tool in json.loads(stdout)]), (0, ["a", "b", "c"]))
+
+    def test_what_the_server_did_wrong_is_said_in_one_line(self) -> None:
+        for mode, message in [
+            ("garbage", "the MCP server wrote a line that is not JSON on stdout: b'Starting server on stdio... done\\n'"),
+            ("silent", "the MCP server sent no reply to tools/list within 1s"),
+            ("error", "the MCP server answered tools/list with error -32601: Method not found"),
+            ("exit", "the MCP server closed its stdout before answering tools/list (exit code 3)"),
+        ]:
+            with self.subTest(mode):
+                started = time.monotonic()
+                self.assertEqual(self.rogue(mode, "--mcp-timeout", "1"), ("", f"eval_agent tools: error: {message}\n", 3))
+                self.assertLess(time.monotonic() - started, 20, "every wait is bounded")
+
+    def test_an_unreachable_http_server(self) -> None:
+        stdout, stderr, code = run_cli("tools", "--mcp-url", f"http://127.0.0.1:{free_port()}/mcp", "--mcp-timeout", "2")
+        self.assertEqual((stdout, code), ("", 3))
+        self.assertTrue(stderr.startswith("eval_agent tools: error: cannot reach the MCP server at http://127.0.0.1:"), stderr)
