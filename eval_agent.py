@@ -133,14 +133,15 @@ def tallies(task_results: Sequence[TaskResult]) -> list[Tally]:
 
 def publish(document: Mapping[str, Any], summary: Summary, config: Config) -> int:
     """Write the results file and the reports asked for, print the summary line, and return the exit code."""
-    from jobsummary import job_summary
-    from junit import junit_xml
-
     try:
         write_atomic(config.results_path, render_json(document))
         if config.junit_path:
-            write_atomic(config.junit_path, junit_xml(document))
+            from junit import junit_xml
+
+            write_atomic(config.junit_path, [junit_xml(document)])
         for path in config.summary_md_paths:
+            from jobsummary import job_summary
+
             with open(path, "a", encoding="utf-8") as f:
                 f.write(job_summary(document))
     except OSError as exc:

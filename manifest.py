@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
-import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +18,8 @@ def run_manifest(
     config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any], system: str | None
 ) -> dict[str, Any]:
     """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
+    import platform  # here, not at the top: only a run that writes results pays for it
+
     manifest: dict[str, Any] = {
         "harnessVersion": HARNESS_VERSION,
         "python": platform.python_version(),
@@ -56,6 +56,8 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
 
 def git_state(folder: str) -> dict[str, Any]:
     """{"gitCommit", "gitDirty"} of the checkout around folder; nothing outside git or without git."""
+    import subprocess
+
     try:
         commit = _git(folder, "rev-parse", "HEAD")
         dirty = _git(folder, "status", "--porcelain", "--untracked-files=no") != ""
@@ -65,6 +67,8 @@ def git_state(folder: str) -> dict[str, Any]:
 
 
 def _git(folder: str, *args: str) -> str:
+    import subprocess
+
     return subprocess.run(
         ["git", *args], cwd=folder, capture_output=True, text=True, check=True, timeout=GIT_TIMEOUT
     ).stdout.strip()

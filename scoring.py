@@ -212,5 +212,10 @@ def total_tokens(counts: Sequence[tuple[int, int] | None]) -> tuple[int, int] | 
 
 def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> Fraction:
     """pass^k (tau-bench): the mean over tasks of C(c, k) / C(n, k), c passing trials of n; tasks with fewer than k trials are left out."""
-    terms = [Fraction(comb(c, k), comb(n, k)) for c, n in counts if n >= k]
-    return sum(terms, Fraction(0)) / len(terms) if terms else Fraction(0)
+    # Tasks with the same number of trials share a denominator: add their numerators first, exactly.
+    numerators: dict[int, int] = {}
+    for c, n in counts:
+        if n >= k:
+            numerators[n] = numerators.get(n, 0) + comb(c, k)
+    tasks = sum(1 for _, n in counts if n >= k)
+    return sum((Fraction(total, comb(n, k)) for n, total in numerators.items()), Fraction(0)) / tasks if tasks else Fraction(0)
