@@ -7,6 +7,7 @@ send and receive, so a reply that drips in cannot outlast it.
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -73,6 +74,13 @@ class Connection:
     def is_open(self) -> bool:
         return self.sock is not None
 
+    def is_idle(self) -> bool:
+        """Open, and nothing waiting on it: a peer that closed it or sent bytes nobody asked for makes it unusable."""
+        if self.sock is None or self._buffer:
+            return False
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        return not readable
+
     def open(self, deadline: float) -> None:
         """Connect (and tunnel, and handshake) before the deadline."""
         sock = socket.create_connection(self.address, timeout=_remaining(deadline))
@@ -114,7 +122,7 @@ class Connection:
         else:
             body = self._read_to_close(head.status, deadline, limit)
             keep_alive = False
-        if not keep_alive:
+        if not keep_alive or self._buffer:  # bytes past the response: the connection cannot be trusted again
             self.close()
         return Response(head.status, head.reason, head.version, headers, body)
 

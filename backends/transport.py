@@ -121,8 +121,9 @@ class Transport:
         deadline = time.monotonic() + self.timeout
         stage = "connect"
         try:
-            reused = conn.is_open
+            reused = conn.is_idle()
             if not reused:
+                conn.close()
                 conn.open(deadline)
             stage = "request"
             try:
