@@ -11,7 +11,6 @@ from config import HARNESS_VERSION, Config
 from records import Task, TaskFile
 from taskfile import canonical_sha256
 
-GIT_TIMEOUT = 5
 
 
 def run_manifest(
@@ -55,20 +54,54 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
 
 
 def git_state(folder: str) -> dict[str, Any]:
-    """{"gitCommit", "gitDirty"} of the checkout around folder; nothing outside git or without git."""
-    import subprocess
-
-    try:
-        commit = _git(folder, "rev-parse", "HEAD")
-        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no") != ""
-    except (OSError, subprocess.SubprocessError):
+    """{"gitCommit": SHA} of the checkout around folder, read from .git without running git; {} outside git."""
+    git = _git_dir(os.path.abspath(folder))
+    if git is None:
         return {}
-    return {"gitCommit": commit, "gitDirty": dirty}
+    try:
+        with open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
+            head = f.read().strip()
+        if not head.startswith("ref: "):
+            return {"gitCommit": head}
+        ref = head[5:]
+        common = _common_dir(git)
+        for base in (git, common):
+            path = os.path.join(base, ref)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    return {"gitCommit": f.read().strip()}
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.strip().partition(" ")
+                if name == ref:
+                    return {"gitCommit": sha}
+    except OSError:
+        pass
+    return {}  # a branch with no commit yet
 
 
-def _git(folder: str, *args: str) -> str:
-    import subprocess
+def _git_dir(folder: str) -> str | None:
+    """The .git folder of the checkout that holds folder (a worktree's .git file points to it)."""
+    while True:
+        candidate = os.path.join(folder, ".git")
+        if os.path.isdir(candidate):
+            return candidate
+        if os.path.isfile(candidate):
+            with open(candidate, encoding="utf-8") as f:
+                pointer = f.read().strip()
+            if pointer.startswith("gitdir: "):
+                return os.path.normpath(os.path.join(folder, pointer[8:]))
+            return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
-    return subprocess.run(
-        ["git", *args], cwd=folder, capture_output=True, text=True, check=True, timeout=GIT_TIMEOUT
-    ).stdout.strip()
+
+def _common_dir(git: str) -> str:
+    """Where branches live: the main .git folder, for a linked worktree too."""
+    try:
+        with open(os.path.join(git, "commondir"), encoding="utf-8") as f:
+            return os.path.normpath(os.path.join(git, f.read().strip()))
+    except OSError:
+        return git

@@ -7,7 +7,6 @@ send and receive, so a reply that drips in cannot outlast it.
 
 from __future__ import annotations
 
-import select
 import socket
 import time
 from dataclasses import dataclass
@@ -78,8 +77,19 @@ class Connection:
         """Open, and nothing waiting on it: a peer that closed it or sent bytes nobody asked for makes it unusable."""
         if self.sock is None or self._buffer:
             return False
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return not readable
+        if self.tls is not None:
+            return True  # a TLS socket cannot peek at raw bytes; a closed one is caught when its reply never comes
+        timeout = self.sock.gettimeout()
+        self.sock.settimeout(0)  # a socket with a timeout would wait for readability before peeking
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.settimeout(timeout)
+        return False
 
     def open(self, deadline: float) -> None:
         """Connect (and tunnel, and handshake) before the deadline."""

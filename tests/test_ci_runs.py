@@ -153,7 +153,7 @@ class Manifest(CiTestCase):
         self.assertEqual(manifest["harnessVersion"], HARNESS_VERSION)
         self.assertEqual(manifest["python"], ".".join(map(str, sys.version_info[:3])))
         self.assertTrue(manifest["platform"])
-        self.assertEqual((manifest["gitCommit"], manifest["gitDirty"]), (head, False))
+        self.assertEqual(manifest["gitCommit"], head)
         self.assertEqual((manifest["backend"], manifest["backendSettings"], manifest["runs"]), ("stub", {}, 2))
         self.assertRegex(manifest["taskFile"]["sha256"], r"^[0-9a-f]{64}$")
         self.assertRegex(manifest["taskFile"]["toolsSha256"], r"^[0-9a-f]{64}$")
