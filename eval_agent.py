@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = dataclasses.replace(summary, gate_passed=False, regressed=tuple(comparison.regressed))
             document = {**document, **summary_fields(summary)}
         document["baseline"] = {"path": config.baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]}
-    code = publish(document, summary, config)
+    code = publish(document, summary, config.results_path, config.junit_path, config.summary_md_paths)
     if comparison is not None:
         from compare import render
 
@@ -131,15 +131,17 @@ def tallies(task_results: Sequence[TaskResult]) -> list[Tally]:
     ]
 
 
-def publish(document: Mapping[str, Any], summary: Summary, config: Config) -> int:
+def publish(
+    document: Mapping[str, Any], summary: Summary, results_path: str, junit_path: str | None, summary_md_paths: Sequence[str]
+) -> int:
     """Write the results file and the reports asked for, print the summary line, and return the exit code."""
     try:
-        write_atomic(config.results_path, render_json(document))
-        if config.junit_path:
+        write_atomic(results_path, render_json(document))
+        if junit_path:
             from junit import junit_xml
 
-            write_atomic(config.junit_path, [junit_xml(document)])
-        for path in config.summary_md_paths:
+            write_atomic(junit_path, [junit_xml(document)])
+        for path in summary_md_paths:
             from jobsummary import job_summary
 
             with open(path, "a", encoding="utf-8") as f:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from config import Config, Parser, parse_gate, writable_path
+from config import Parser, parse_gate, writable_path
 from records import ConfigError, Tally
 from report import load_results, results_document
 from scoring import total_tokens, summarize
@@ -41,19 +41,12 @@ def merge_main(argv: Sequence[str]) -> int:
         summary_md = [writable_path(args.summary_md, "--summary-md")] if args.summary_md else []
         if os.environ.get("GITHUB_STEP_SUMMARY"):
             summary_md.append(writable_path(os.environ["GITHUB_STEP_SUMMARY"], "GITHUB_STEP_SUMMARY"))
-        config = Config(
-            backend=document["manifest"]["backend"],
-            gate=summary.gate,
-            tasks_path=document["manifest"]["taskFile"]["path"],
-            results_path=writable_path(args.out, "--out"),
-            run_id=document["runId"],
-            junit_path=writable_path(args.junit, "--junit") if args.junit else None,
-            summary_md_paths=tuple(summary_md),
-        )
+        results_path = writable_path(args.out, "--out")
+        junit_path = writable_path(args.junit, "--junit") if args.junit else None
     except ConfigError as exc:
         print(f"eval_agent merge: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    return publish(document, summary, config)
+    return publish(document, summary, results_path, junit_path, summary_md)
 
 
 def merge(shards: Sequence[dict[str, Any]], paths: Sequence[str], gate: Decimal | None) -> tuple[dict[str, Any], Any]:

@@ -69,14 +69,14 @@ def describe_calls(reply: Reply) -> str:
 
 def result_line(task_result: TaskResult, id_width: int) -> str:
     """One console line per task: status, id, (passes/trials,) what was called, duration, reason."""
-    trials = task_result.trials
-    shown = task_result.first_miss or trials[0]
+    trials, miss, passes = task_result.trials, task_result.first_miss, task_result.passes
+    shown = miss or trials[0]
     duration = sum(trial.duration_ms for trial in trials) / len(trials)
-    tally = f"  {task_result.passes}/{len(trials)}" if len(trials) > 1 else ""
+    tally = f"  {passes}/{len(trials)}" if len(trials) > 1 else ""
     line = f"{task_result.status.upper():<5} {task_result.task.id:<{id_width}}{tally}  {describe_calls(shown.reply)}  {_millis(duration)}"
-    if task_result.first_miss is not None:
-        line += f"  {shown.outcome.code}: {shown.outcome.reason}"
-    if 0 < task_result.passes < len(trials):
+    if miss is not None:
+        line += f"  {miss.outcome.code}: {miss.outcome.reason}"
+    if 0 < passes < len(trials):
         line += "  (flaky)"
     return line
 
@@ -87,8 +87,7 @@ def _millis(ms: float) -> str:
 
 def task_entry(task_result: TaskResult) -> dict[str, Any]:
     """A task's entry in the results file: its verdict over all trials, then each trial."""
-    miss = task_result.first_miss
-    trials = task_result.trials
+    trials, miss, passes = task_result.trials, task_result.first_miss, task_result.passes
     return {
         "id": task_result.task.id,
         "category": task_result.task.category,
@@ -98,9 +97,9 @@ def task_entry(task_result: TaskResult) -> dict[str, Any]:
         "code": miss.outcome.code if miss else None,
         "reason": miss.outcome.reason if miss else None,
         "violation": next((t.outcome.violation for t in trials if t.outcome.violation), None),
-        "passes": task_result.passes,
+        "passes": passes,
         "trials": len(trials),
-        "flaky": 0 < task_result.passes < len(trials),
+        "flaky": 0 < passes < len(trials),
         "trialResults": [_trial_entry(trial) for trial in trials],
     }
 
