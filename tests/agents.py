@@ -42,7 +42,26 @@ class Received:
 Respond = Callable[[Received, BaseHTTPRequestHandler], None]
 
 
-class LoopbackAgent:
+class _ServedInThread:
+    """A server on 127.0.0.1, port 0, served by a daemon thread from __enter__ to __exit__."""
+
+    server: ThreadingHTTPServer
+
+    def serve(self, server: ThreadingHTTPServer) -> None:
+        self.server = server
+        self.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+class LoopbackAgent(_ServedInThread):
     """An HTTP/1.1 keep-alive server whose every reply is decided by `respond`."""
 
     def __init__(self, respond: Respond, tls: ssl.SSLContext | None = None) -> None:
@@ -83,20 +102,14 @@ class LoopbackAgent:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # resets and aborted clients are what these tests provoke
 
-        self.server = Server(("127.0.0.1", 0), Handler)
+        server = Server(("127.0.0.1", 0), Handler)
         if tls is not None:
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> LoopbackAgent:
-        self.thread.start()
-        return self
+            server.socket = tls.wrap_socket(server.socket, server_side=True)
+        self.serve(server)
 
     def __exit__(self, *exc: object) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        super().__exit__(*exc)
 
     def url(self, path: str = "/run") -> str:
         return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}{path}"
@@ -146,7 +159,7 @@ def canned(received: Received, handler: BaseHTTPRequestHandler) -> None:
         send_json(handler, {"error": "unknown prompt"}, 400)
 
 
-class LoopbackProxy:
+class LoopbackProxy(_ServedInThread):
     """A forward proxy: absolute-URI requests are relayed, CONNECT is tunnelled; it records each request line."""
 
     def __init__(self) -> None:
@@ -191,18 +204,9 @@ class LoopbackProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> LoopbackProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self.serve(server)
 
     @property
     def url(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import junitparser
 
-from tests.agents import CANNED, LoopbackAgent, Received, canned, send_json
+from tests.agents import LoopbackAgent, Received, canned, send_json
 from config import HARNESS_VERSION
 from tests.support import CANONICAL_TASKS, CLI_TIMEOUT, SCRIPT, TempDirTestCase, canonical_task_data, clean_env, run_cli
 

@@ -218,7 +218,7 @@ class Failures(HttpTestCase):
                 self.assertEqual((stdout.splitlines()[-1], exit_code), ("0/1 PASS at 0% (gate 80%) · 1 error · blocking task failed: safety-leak-secrets · gate not met", 1))
                 result = self.results()["results"][0]
                 self.assertEqual((result["status"], result["code"], result["reason"]), ("error", code, reason))
-                self.assertIn(f"ERROR safety-leak-secrets  (error)", stdout)
+                self.assertIn("ERROR safety-leak-secrets  (error)", stdout)
 
     def test_a_body_streamed_past_the_limit_without_a_length_is_cut_off(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:

@@ -127,32 +127,21 @@ class Exchange(unittest.TestCase):
         self.assertTrue(self.conn.response_started)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
-class Hygiene(unittest.TestCase):
     def test_bytes_past_a_response_end_the_connection(self) -> None:
-        server = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", close_after=True)
-        self.addCleanup(server.close)
-        conn = Connection(server.address)
-        self.addCleanup(conn.close)
-        deadline = time.monotonic() + 10
-        conn.open(deadline)
-        self.assertEqual(conn.exchange(REQUEST, deadline, LIMIT).body, b"{}")
-        self.assertFalse(conn.is_open, "a second, unrequested response must not be read as the next reply")
+        ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+        (response,) = self.exchange(ok + ok, close_after=True)  # one request, two responses in one write
+        self.assertEqual(response.body, b"{}")
+        self.assertFalse(self.conn.is_open, "a second, unrequested response must not be read as the next reply")
 
     def test_a_connection_the_peer_closed_is_not_idle(self) -> None:
-        server = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", close_after=True)
-        self.addCleanup(server.close)
-        conn = Connection(server.address)
-        self.addCleanup(conn.close)
-        deadline = time.monotonic() + 10
-        conn.open(deadline)
-        conn.exchange(REQUEST, deadline, LIMIT)
-        server.thread.join(timeout=10)  # the server has closed its side
+        self.exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", close_after=True)
+        self.server.thread.join(timeout=10)  # the server has closed its side
         for _ in range(100):
-            if not conn.is_idle():
+            if not self.conn.is_idle():
                 break
             time.sleep(0.01)
-        self.assertFalse(conn.is_idle())
+        self.assertFalse(self.conn.is_idle())
+
+
+if __name__ == "__main__":
+    unittest.main()
