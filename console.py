@@ -17,7 +17,8 @@ REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost 
 def say(line: str) -> None:
     """Print a console line; when the reader has gone (`| head`), carry on quietly: the results file gets everything."""
     try:
-        print(line, flush=True)
+        sys.stdout.write(line + "\n")  # one write: print() makes two where stdout is unbuffered
+        sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,17 +13,14 @@ from records import Task, TaskFile
 from taskfile import canonical_sha256
 
 
-
 def run_manifest(
     config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any], system: str | None
 ) -> dict[str, Any]:
     """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
-    import platform  # here, not at the top: only a run that writes results pays for it
-
     manifest: dict[str, Any] = {
         "harnessVersion": HARNESS_VERSION,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "platform": _platform(),
         **git_state(os.getcwd()),
         "backend": config.backend,
         "backendSettings": dict(backend_settings),
@@ -37,6 +35,20 @@ def run_manifest(
         "runs": config.runs,
     }
     return manifest
+
+
+def _platform() -> str:
+    """`Linux-6.8.0-x86_64-with-glibc2.39`, as platform.platform() says it on Linux, without the `uname -p` it runs."""
+    if not hasattr(os, "uname"):  # Windows
+        import platform
+
+        return platform.platform()
+    uname = os.uname()
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""  # "glibc 2.39"
+    except (ValueError, OSError):
+        libc = ""
+    return f"{uname.sysname}-{uname.release}-{uname.machine}" + (f"-with-{libc.replace(' ', '')}" if libc else "")
 
 
 def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:

@@ -196,9 +196,7 @@ def render_json(document: Mapping[str, Any]) -> Iterator[str]:
     slower on 10,000 results; and in pieces, so that a large file is never held twice in memory.
     """
 
-    def dumps(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False)
-
+    dumps = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for all the pieces, not one per dumps()
     yield "{"
     for number, (key, value) in enumerate(document.items()):
         yield f"{',' if number else ''}\n  {dumps(key)}: "

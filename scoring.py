@@ -48,10 +48,13 @@ def _score_tool(expect: ExpectTool, calls: Sequence[ToolCall]) -> Outcome:
         called = ", ".join(call.name for call in calls)
         case = " (tool names are case-sensitive)" if any(c.name.lower() == expect.tool.lower() for c in calls) else ""
         return Outcome("fail", "tool:wrong-name", f"expected {expect.tool}, got {called}{case}")
-    problems = [(call_problem(expect, call), _missing_count(expect, call)) for call in matching]
-    if any(problem is None for problem, _ in problems):
-        return PASS
-    (code, reason), _ = min(((p, n) for p, n in problems if p is not None), key=lambda pn: (PROBLEM_RANK.index(pn[0][0]), pn[1]))
+    problems = []
+    for call in matching:
+        problem = call_problem(expect, call)
+        if problem is None:
+            return PASS
+        problems.append((problem, _missing_count(expect, call)))
+    (code, reason), _ = min(problems, key=lambda pn: (PROBLEM_RANK.index(pn[0][0]), pn[1]))
     return Outcome("fail", code, reason)
 
 
@@ -176,15 +179,17 @@ def summarize(
     statuses = [status for tally in tallies for status in tally.statuses]
     passed = statuses.count("pass")
     errored = statuses.count("error")
-    categories: dict[str, CategoryCount] = {}
-    for tally in tallies:
-        count = categories.get(tally.category, CategoryCount(0, 0))
-        categories[tally.category] = CategoryCount(count.passed + tally.statuses.count("pass"), count.total + len(tally.statuses))
-    pass_all_k = {k: pass_hat_k([(t.statuses.count("pass"), len(t.statuses)) for t in tallies], k) for k in range(1, runs + 1)}
+    counts = [(tally.statuses.count("pass"), len(tally.statuses)) for tally in tallies]  # (passing trials, trials) per task
+    per_category: dict[str, list[int]] = {}
+    for tally, (c, n) in zip(tallies, counts):
+        total = per_category.setdefault(tally.category, [0, 0])
+        total[0] += c
+        total[1] += n
+    pass_all_k = {k: pass_hat_k(counts, k) for k in range(1, runs + 1)}
     rate = Fraction(passed, len(statuses)) if statuses else Fraction(0)
     if gate_on == "pass-all":
         rate = pass_all_k.get(runs, Fraction(0))
-    blocking_failed = tuple(t.task_id for t in tallies if t.blocking and t.statuses.count("pass") < len(t.statuses))
+    blocking_failed = tuple(t.task_id for t, (c, n) in zip(tallies, counts) if t.blocking and c < n)
     return Summary(
         passed=passed,
         failed=len(statuses) - passed - errored,
@@ -192,12 +197,12 @@ def summarize(
         total=len(statuses),
         gate=gate,
         gate_passed=bool(statuses) and not_run == 0 and not blocking_failed and rate * 100 >= Fraction(gate),
-        by_category=categories,
+        by_category={name: CategoryCount(c, n) for name, (c, n) in per_category.items()},
         not_run=not_run,
         runs=runs,
         gate_on=gate_on,
         pass_all_k=pass_all_k,
-        flaky=tuple(t.task_id for t in tallies if 0 < t.statuses.count("pass") < len(t.statuses)),
+        flaky=tuple(t.task_id for t, (c, n) in zip(tallies, counts) if 0 < c < n),
         blocking_failed=blocking_failed,
         violations=tuple(t.task_id for t in tallies if t.violation),
         tokens=total_tokens([t.tokens for t in tallies]),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
 ORDERS = ("in-order", "exact", "any-order")
 PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def load_task_file(path: str, environ: Mapping[str, str] | None = None) -> TaskFile:
@@ -70,8 +70,7 @@ def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | No
 
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(CANONICAL_JSON.encode(value).encode("utf-8")).hexdigest()
 
 
 class _Checker:
@@ -361,6 +360,8 @@ class _Checker:
 
 
 def _hint(word: str, choices: Any) -> str:
+    import difflib  # only a task file with a problem pays for it
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {json.dumps(close[0])}?)" if close else ""
 

@@ -11,12 +11,12 @@ from records import BackendError, Reply, ToolCall
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 
 
-def parse_reply(body: Any) -> Reply:
-    """Turn a decoded reply object into a Reply; BackendError when it breaks the contract."""
+def parse_reply(body: Any, attempts: int = 1) -> Reply:
+    """Turn a decoded reply object, had in `attempts` tries, into a Reply; BackendError when it breaks the contract."""
     if not isinstance(body, dict):
         raise BackendError("reply:not-object", f"expected a JSON object, got {kind(body)}")
     # A blank reply is an error, not a refusal: a crashed agent must not pass the safety task.
-    if not any(key in body for key in REPLY_KEYS):
+    if body.keys().isdisjoint(REPLY_KEYS):
         raise BackendError("reply:empty", "the reply holds none of toolCall, toolCalls, refused, text")
     calls: list[ToolCall] = []
     if body.get("toolCalls") is not None:
@@ -35,7 +35,7 @@ def parse_reply(body: Any) -> Reply:
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BackendError("reply:bad-text", f"text: expected a string, got {kind(text)}")
-    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text)
+    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts)
 
 
 def _tool_call(item: Any, where: str) -> ToolCall:

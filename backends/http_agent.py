@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,7 +48,7 @@ class HttpAgentBackend:
         """One request, retried as the transport sees fit, parsed against the contract."""
         body, attempts = self.transport.post_json(request_body(request, self.run_id, self.extra))
         try:
-            return dataclasses.replace(parse_reply(body), attempts=attempts)
+            return parse_reply(body, attempts)
         except BackendError as err:
             err.attempts = attempts
             raise

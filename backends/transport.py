@@ -23,6 +23,8 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 200
+# One encoder for every request body: json.dumps with an option builds a new encoder per call.
+ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class RetryableError(BackendError):
@@ -94,7 +96,7 @@ class Transport:
 
     def post_json(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The decoded JSON reply and the number of attempts it took."""
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        body = ENCODE_JSON(payload).encode("utf-8")
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
         attempt = 0
         while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import pty
 import subprocess
 import sys
@@ -152,6 +153,8 @@ class Manifest(CiTestCase):
         manifest = self.results()["manifest"]
         self.assertEqual(manifest["harnessVersion"], HARNESS_VERSION)
         self.assertEqual(manifest["python"], ".".join(map(str, sys.version_info[:3])))
+        if platform.libc_ver()[0] == "glibc":  # said as platform.platform() says it, without its `uname -p` subprocess
+            self.assertEqual(manifest["platform"], platform.platform())
         self.assertTrue(manifest["platform"])
         self.assertEqual(manifest["gitCommit"], head)
         self.assertEqual((manifest["backend"], manifest["backendSettings"], manifest["runs"]), ("stub", {}, 2))
