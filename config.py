@@ -179,9 +179,7 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
         if not model:
             raise ConfigError(f"EVAL_MODEL: required by the {backend} backend (or give --model)")
         base_url, base_where = setting("--base-url", base_var)
-        key = environ.get(key_var) or None
-        if key is not None and not _header_safe(key):
-            raise ConfigError(f"{key_var}: must be one line of printable Latin-1 text")
+        key = _credential(environ, key_var)
         temperature = setting("--temperature", "EVAL_TEMPERATURE")
         return replace(
             config,
@@ -203,9 +201,7 @@ def parse_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Conf
     if agent_url is None:
         raise ConfigError("EVAL_AGENT_URL: required by the http backend (or give --agent-url)")
     agent_url = _agent_url(agent_url, url_where)
-    token = environ.get("EVAL_AGENT_TOKEN") or None
-    if token is not None and not _header_safe(token):
-        raise ConfigError("EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text")
+    token = _credential(environ, "EVAL_AGENT_TOKEN")
     headers = _headers(environ.get("EVAL_AGENT_HEADERS") or "{}")
     if token and ("@" in urlsplit(agent_url).netloc or any(name.lower() == "authorization" for name in headers)):
         raise ConfigError(f"EVAL_AGENT_TOKEN: set, and {url_where} or EVAL_AGENT_HEADERS carries credentials too; give one")
@@ -321,6 +317,14 @@ def _command(text: str, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: {argv[0]!r} is not an executable file or a command on PATH")
     # The agent runs in a fresh temporary folder: paths given relative to here must still reach their files.
     return (os.path.abspath(program), *(os.path.abspath(arg) if os.path.exists(arg) else arg for arg in argv[1:]))
+
+
+def _credential(environ: Mapping[str, str], var: str) -> str | None:
+    """A key or token from its variable (never from a flag), fit to send in a header; None when unset or empty."""
+    value = environ.get(var) or None
+    if value is not None and not _header_safe(value):
+        raise ConfigError(f"{var}: must be one line of printable Latin-1 text")
+    return value
 
 
 def _header_safe(value: str) -> bool:

@@ -54,9 +54,13 @@ class _Session:
     def close(self) -> None:
         """Shut the session down."""
 
+    def notification(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
+
     def message(self, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """A request: a notification with the next id, which its reply carries back."""
         self.next_id += 1
-        return {"jsonrpc": "2.0", "id": self.next_id, "method": method, **({"params": params} if params is not None else {})}
+        return {"jsonrpc": "2.0", "id": self.next_id, **self.notification(method, params)}
 
     def result(self, method: str, reply: Any) -> dict[str, Any]:
         if not isinstance(reply, dict):
@@ -97,7 +101,7 @@ class StdioSession(_Session):
             raise McpError(f"the MCP server closed its stdin before {message.get('method')}") from None
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+        self._send(self.notification(method, params))
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         message = self.message(method, params)
@@ -196,7 +200,7 @@ class HttpSession(_Session):
         raise McpError(f"the MCP server's event stream ended without a reply to {what}")
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
-        self._post({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+        self._post(self.notification(method, params))
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         result = self.result(method, self._post(self.message(method, params)))

@@ -77,14 +77,15 @@ class ProviderBackend:
         """A call in the task file's names; arguments that are not an object make a call that fails, not a crash."""
         if not isinstance(name, str) or not name:
             raise BackendError("reply:bad-provider-reply", f"a tool call without a name: {json.dumps(name)}")
+        name = self.names.original(name)
         if isinstance(args, str):
             try:
                 args = json.loads(args) if args.strip() else {}
             except (ValueError, RecursionError):
-                return ToolCall(self.names.original(name), {}, f"arguments are not JSON: {snippet(args.encode())[2:]}")
+                return ToolCall(name, {}, f"arguments are not JSON: {snippet(args.encode())[2:]}")
         if not isinstance(args, dict):
-            return ToolCall(self.names.original(name), {}, f"arguments are not a JSON object: {snippet(json.dumps(args).encode())[2:]}")
-        return ToolCall(self.names.original(name), args)
+            return ToolCall(name, {}, f"arguments are not a JSON object: {snippet(json.dumps(args).encode())[2:]}")
+        return ToolCall(name, args)
 
 
 def tokens(given: Any, received: Any) -> tuple[int, int] | None:
