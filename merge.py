@@ -15,7 +15,6 @@ from report import load_results, results_document
 from scoring import total_tokens, summarize
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="eval_agent.py merge",

@@ -188,7 +188,6 @@ def load_results(path: str) -> dict[str, Any]:
     return document
 
 
-
 def render_json(document: Mapping[str, Any]) -> Iterator[str]:
     """The document in pieces, indented at the top level, one line per entry of a list or object.
 

@@ -127,11 +127,17 @@ CASES = [
 ]
 
 
-class ScoreTable(unittest.TestCase):
-    def test_every_case_scores_as_tabled(self) -> None:
-        for name, expect, reply, outcome in CASES:
+class TabledScoring(unittest.TestCase):
+    def assert_scored_as_tabled(self, table: list) -> None:
+        """Each (name, expect, reply, outcome) row: the reply to a task expecting `expect` scores `outcome`."""
+        for name, expect, reply, outcome in table:
             with self.subTest(name):
                 self.assertEqual(score(task(expect), reply), outcome)
+
+
+class ScoreTable(TabledScoring):
+    def test_every_case_scores_as_tabled(self) -> None:
+        self.assert_scored_as_tabled(CASES)
 
     def test_every_rule_has_a_passing_and_a_non_passing_case(self) -> None:
         for rule in ("tool", "refusal", "forbidden"):
@@ -227,7 +233,6 @@ class PassHatK(unittest.TestCase):
     def test_a_task_with_fewer_trials_than_k_is_left_out_of_pass_hat_k(self) -> None:
         self.assertEqual(pass_hat_k([(1, 1), (0, 2)], 2), Fraction(0))
         self.assertEqual(pass_hat_k([(1, 1), (2, 2)], 2), Fraction(1))
-
 
 
 URL = ExpectTool(
@@ -350,16 +355,12 @@ TRAJECTORIES = [
 ]
 
 
-class ArgValuesAndTrajectories(unittest.TestCase):
+class ArgValuesAndTrajectories(TabledScoring):
     def test_argument_values_score_as_tabled(self) -> None:
-        for name, expect, reply, outcome in ARG_VALUES:
-            with self.subTest(name):
-                self.assertEqual(score(task(expect), reply), outcome)
+        self.assert_scored_as_tabled(ARG_VALUES)
 
     def test_trajectories_score_as_tabled(self) -> None:
-        for name, expect, reply, outcome in TRAJECTORIES:
-            with self.subTest(name):
-                self.assertEqual(score(task(expect), reply), outcome)
+        self.assert_scored_as_tabled(TRAJECTORIES)
 
     def test_json_equality(self) -> None:
         self.assertTrue(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}, ignore_case=True))
