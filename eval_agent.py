@@ -13,15 +13,15 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKENDS
-from config import Config, parse_config
-from console import Console, Progress, say
-from manifest import fingerprint, run_manifest
-from records import AgentSurface, ConfigError, Summary, Tally, Task, TaskResult
-from report import load_results, render_json, results_document, summary_fields, summary_line, task_entry, write_atomic
-from runner import group_trials, run_jobs
-from scoring import total_tokens, summarize
-from selection import select_tasks, shard_of
-from taskfile import load_task_file
+from harness.config import Config, parse_config
+from harness.reporters.console import Console, Progress, say
+from harness.manifest import fingerprint, run_manifest
+from harness.records import AgentSurface, ConfigError, Summary, Tally, Task, TaskResult
+from harness.results import load_results, render_json, results_document, summary_fields, summary_line, task_entry, write_atomic
+from harness.running import group_trials, run_jobs
+from harness.scoring import total_tokens, summarize
+from harness.selection import select_tasks, shard_of
+from harness.taskfile import load_task_file
 
 # Error codes that mean the agent was never really asked: if every trial ends in one, exit 3.
 UNREACHABLE = {"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"}
@@ -32,15 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Load, select, run, score, report, gate; or one of the subcommands: merge, compare, validate, tools."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["merge"]:
-        from merge import merge_main
+        from harness.subcommands.merge import merge_main
 
         return merge_main(argv[1:])
     if argv[:1] == ["compare"]:
-        from compare import compare_main
+        from harness.subcommands.compare import compare_main
 
         return compare_main(argv[1:])
     if argv[:1] in (["validate"], ["tools"]):
-        from authoring import tools_main, validate_main
+        from harness.subcommands.authoring import tools_main, validate_main
 
         return (validate_main if argv[0] == "validate" else tools_main)(argv[1:])
     signal.signal(signal.SIGTERM, _interrupt)
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     comparison = None
     if baseline is not None:
-        from compare import compare
+        from harness.subcommands.compare import compare
 
         # A regression against the baseline fails the gate whatever the pass-rate.
         comparison = compare(baseline, document)
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         document["baseline"] = {"path": config.baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]}
     code = publish(document, summary, config.results_path, config.junit_path, config.summary_md_paths)
     if comparison is not None:
-        from compare import render
+        from harness.subcommands.compare import render
 
         for line in render(comparison, config.baseline_path or "", config.results_path):
             say(line)
@@ -138,11 +138,11 @@ def publish(
     try:
         write_atomic(results_path, render_json(document))
         if junit_path:
-            from junit import junit_xml
+            from harness.reporters.junit import junit_xml
 
             write_atomic(junit_path, [junit_xml(document)])
         for path in summary_md_paths:
-            from jobsummary import job_summary
+            from harness.reporters.jobsummary import job_summary
 
             with open(path, "a", encoding="utf-8") as f:
                 f.write(job_summary(document))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from records import AgentRequest, AgentSurface, Reply, Task
+from harness.records import AgentRequest, AgentSurface, Reply, Task
 
 if TYPE_CHECKING:
-    from config import Config
+    from harness.config import Config
 
 
 class Backend(Protocol):

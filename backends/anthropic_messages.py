@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from backends.provider import ProviderBackend, tokens
 from backends.transport import RETRY_STATUSES
-from config import Config
-from records import AgentRequest, AgentSurface, BackendError, Reply, Tool
+from harness.config import Config
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool
 
 API_VERSION = "2023-06-01"
 OVERLOADED = 529

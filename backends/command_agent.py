@@ -13,8 +13,8 @@ from typing import IO, Any
 
 from backends.contract import parse_reply
 from backends.http_agent import request_body
-from config import Config
-from records import AgentRequest, BackendError, Reply
+from harness.config import Config
+from harness.records import AgentRequest, BackendError, Reply
 
 STDERR_LINES = 5
 READ_CHUNK = 65536

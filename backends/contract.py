@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jsonkind import kind
-from records import BackendError, Reply, ToolCall
+from harness.text import kind
+from harness.records import BackendError, Reply, ToolCall
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from backends.contract import parse_reply
 from backends.transport import Transport
-from config import Config
-from records import AgentRequest, BackendError, Reply
+from harness.config import Config
+from harness.records import AgentRequest, BackendError, Reply
 
 
 def request_body(request: AgentRequest, run_id: str, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from backends.provider import ProviderBackend, tokens
-from config import Config
-from records import AgentRequest, AgentSurface, BackendError, Reply
+from harness.config import Config
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply
 
 
 class OpenAIChatBackend(ProviderBackend):

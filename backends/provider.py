@@ -9,8 +9,8 @@ from typing import Any
 
 from backends.toolnames import ToolNames
 from backends.transport import RETRY_STATUSES, Transport, snippet
-from config import Config
-from records import AgentSurface, BackendError, ToolCall
+from harness.config import Config
+from harness.records import AgentSurface, BackendError, ToolCall
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"

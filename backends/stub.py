@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from backends.contract import parse_reply
-from records import AgentRequest, BackendError, Reply
+from harness.records import AgentRequest, BackendError, Reply
 
 REPLIES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub_replies.json")
 

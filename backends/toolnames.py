@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from records import ConfigError
+from harness.records import ConfigError
 
 NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 MAX_LENGTH = 64

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
-from config import HARNESS_VERSION, redact_url
-from records import BackendError
+from harness.config import HARNESS_VERSION, redact_url
+from harness.records import BackendError
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})

@@ -7,9 +7,9 @@ import unittest
 
 from backends import agent_request
 from backends.stub import StubBackend
-from runner import run_jobs
-from records import AgentRequest, ExpectTool
-from taskfile import load_task_file
+from harness.running import run_jobs
+from harness.records import AgentRequest, ExpectTool
+from harness.taskfile import load_task_file
 from tests.support import CANONICAL_TASKS
 
 

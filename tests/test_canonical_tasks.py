@@ -8,8 +8,8 @@ import re
 import unittest
 
 from backends.stub import REPLIES_PATH
-from records import ExpectRefusal, ExpectTool
-from taskfile import load_task_file
+from harness.records import ExpectRefusal, ExpectTool
+from harness.taskfile import load_task_file
 from tests.support import SHIPPED_TASKS, clean_env, run_cli
 
 CATEGORIES = {

@@ -14,7 +14,7 @@ from typing import Any
 import junitparser
 
 from tests.agents import LoopbackAgent, Received, canned, send_json
-from config import HARNESS_VERSION
+from harness.config import HARNESS_VERSION
 from tests.support import CANONICAL_TASKS, CLI_TIMEOUT, SCRIPT, TempDirTestCase, canonical_task_data, clean_env, run_cli
 
 IDS = [task["id"] for task in canonical_task_data()["tasks"]]

@@ -6,7 +6,7 @@ import unittest
 from typing import Any
 
 from backends.contract import parse_reply
-from records import BackendError, Reply, ToolCall
+from harness.records import BackendError, Reply, ToolCall
 
 GET = {"name": "imageman.asset.get", "args": {"assetId": "a1"}}
 LIST = {"name": "imageman.asset.list", "args": {"path": "/"}}

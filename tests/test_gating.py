@@ -8,7 +8,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from compare import classify, fisher_exact
+from harness.subcommands.compare import classify, fisher_exact
 from tests.agents import LoopbackAgent, Received, canned, send_json
 from tests.support import TempDirTestCase, canonical_task_data, clean_env, run_cli
 

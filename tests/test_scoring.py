@@ -9,8 +9,8 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Tally, Task, ToolCall
-from scoring import json_equal, pass_hat_k, score, summarize
+from harness.records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Tally, Task, ToolCall
+from harness.scoring import json_equal, pass_hat_k, score, summarize
 
 GET = ExpectTool("imageman.asset.get", ("assetId",))
 GET_NOT_TAG = ExpectTool("imageman.asset.get", ("assetId",), forbidden_tools=("imageman.asset.tag", "imageman.ai.image.edit"))

@@ -7,8 +7,8 @@ import hashlib
 import os
 import unittest
 
-from records import ConfigError, ExpectRefusal, ExpectTool
-from taskfile import load_task_file
+from harness.records import ConfigError, ExpectRefusal, ExpectTool
+from harness.taskfile import load_task_file
 from tests.support import DATA
 
 INVALID = sorted(glob.glob(os.path.join(DATA, "tasks", "invalid", "*.json")))

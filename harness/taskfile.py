@@ -9,8 +9,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jsonkind import kind
-from records import ArgMatch, ConfigError, Expect, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile, Tool
+from harness.text import kind
+from harness.records import ArgMatch, ConfigError, Expect, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile, Tool
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "tasks")

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from config import DEFAULT_TASKS, Parser
-from mcp_client import HttpSession, McpError, StdioSession, fetch_tools
-from records import ConfigError, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile
-from taskfile import read_task_file
+from harness.config import DEFAULT_TASKS, Parser
+from harness.subcommands.mcp_client import HttpSession, McpError, StdioSession, fetch_tools
+from harness.records import ConfigError, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile
+from harness.taskfile import read_task_file
 
 MCP_TIMEOUT = 10.0
 

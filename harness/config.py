@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends import BACKENDS
-from records import ConfigError
+from harness.records import ConfigError
 
 HARNESS_VERSION = "0.2.0"
-DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "eval-tasks.json")
+DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval-tasks.json")
 DEFAULT_RESULTS = "eval-results.json"
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Headers the harness owns: the body's framing and type are ours to set.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
-from records import ConfigError, Task
+from harness.records import ConfigError, Task
 
 
 def select_tasks(tasks: Sequence[Task], task_globs: Sequence[str], category_globs: Sequence[str]) -> tuple[Task, ...]:

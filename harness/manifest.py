@@ -8,9 +8,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from config import HARNESS_VERSION, Config
-from records import Task, TaskFile
-from taskfile import canonical_sha256
+from harness.config import HARNESS_VERSION, Config
+from harness.records import Task, TaskFile
+from harness.taskfile import canonical_sha256
 
 
 def run_manifest(

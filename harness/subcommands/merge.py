@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from config import Parser, parse_gate, writable_path
-from records import ConfigError, Tally
-from report import load_results, results_document
-from scoring import total_tokens, summarize
+from harness.config import Parser, parse_gate, writable_path
+from harness.records import ConfigError, Tally
+from harness.results import load_results, results_document
+from harness.scoring import total_tokens, summarize
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from report import percent
+from harness.results import percent
 
 
 def headline(document: Mapping[str, Any]) -> str:

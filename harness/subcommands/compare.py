@@ -9,8 +9,8 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
-from records import ConfigError
-from report import load_results, percent, render_json, write_atomic
+from harness.records import ConfigError
+from harness.results import load_results, percent, render_json, write_atomic
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
 ORDER = ("regressed", "still failing", "changed definition", "new", "removed", "fixed", "noise", "still passing")
@@ -157,7 +157,7 @@ def comparison_document(comparison: Comparison, baseline_path: str, candidate_pa
 
 def compare_main(argv: Sequence[str]) -> int:
     """Print (and with --out write) the comparison; exit 1 on a regression unless --fail-on none."""
-    from config import Parser
+    from harness.config import Parser
 
     parser = Parser(
         prog="eval_agent.py compare",

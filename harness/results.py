@@ -10,7 +10,7 @@ from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from records import ConfigError, Reply, Result, Summary, TaskResult
+from harness.records import ConfigError, Reply, Result, Summary, TaskResult
 
 RESULTS_SCHEMA_VERSION = 2
 RESULTS_KEYS = ("runId", "fingerprint", "manifest", "startedAt", "durationMs", "interrupted", "notRun", "gate", "gateOn", "runs", "passed", "total", "passRate", "byCategory", "results")

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
-from config import HARNESS_VERSION
+from harness.config import HARNESS_VERSION
 
 PROTOCOL_VERSION = "2025-06-18"
 MAX_PAGES = 100

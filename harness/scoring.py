@@ -9,7 +9,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
-from records import CategoryCount, ExpectRefusal, ExpectTool, ExpectTrajectory, GateOn, Outcome, Reply, Summary, Tally, Task, ToolCall
+from harness.records import CategoryCount, ExpectRefusal, ExpectTool, ExpectTrajectory, GateOn, Outcome, Reply, Summary, Tally, Task, ToolCall
 
 PASS = Outcome("pass")
 FORBIDDEN_TOOL = "forbidden-tool"

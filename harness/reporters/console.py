@@ -8,8 +8,8 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from records import Result, Task, TaskResult
-from report import result_line
+from harness.records import Result, Task, TaskResult
+from harness.results import result_line
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
 

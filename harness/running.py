@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from backends import Backend, agent_request
-from records import BackendError, Reply, Result, Task, TaskResult
-from scoring import score
+from harness.records import BackendError, Reply, Result, Task, TaskResult
+from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}

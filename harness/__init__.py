@@ -1,0 +1,1 @@
+"""The engine of the agent eval harness: task file, selection, running, scoring, verdict, results, reporters."""

@@ -1,0 +1,1 @@
+"""The subcommands beside a run: merge, compare, validate and tools (with the MCP client)."""
