@@ -2,42 +2,63 @@
 
 from __future__ import annotations
 
-from backends.provider import ProviderBackend, tokens
-from backends.transport import RETRY_STATUSES
-from harness.config import Config
+from dataclasses import replace
+
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.provider import MODEL, TEMPERATURE, ProviderBackend, ProviderSettings, api_key, base_url, tokens
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool
+from harness.settings import Setting, Sources, number
 
 API_VERSION = "2023-06-01"
 OVERLOADED = 529
+MAX_TOKENS = Setting(
+    "EVAL_MAX_TOKENS", "--max-tokens", "the most tokens a reply may have", number(int, 1, 1_000_000), 1024, "N"
+)
 
 
 class AnthropicMessagesBackend(ProviderBackend):
-    """POST {base}/v1/messages: the system prompt as `system`, the task prompt as the user message, the tool surface as tools."""
+    """POST {base}/v1/messages: the system prompt as `system`, the task prompt as the user message, and the tools."""
 
-    def __init__(self, config: Config, surface: AgentSurface) -> None:
-        assert config.agent_url is not None
-        headers = {"anthropic-version": API_VERSION, **({"x-api-key": config.agent_token} if config.agent_token else {})}
-        super().__init__(config, surface, config.agent_url.rstrip("/") + "/v1/messages", headers, RETRY_STATUSES | {OVERLOADED})
+    NAME = "anthropic"
+    BASE_URL = base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+    API_KEY = api_key("ANTHROPIC_API_KEY")
+    SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, MAX_TOKENS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+    RETRIED_TOO = frozenset({OVERLOADED})
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The providers' settings, and the most tokens a reply may have: Messages requires it."""
+        return replace(super().configure(sources), max_tokens=sources.get(MAX_TOKENS))
+
+    def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
+        headers = {"anthropic-version": API_VERSION, **({"x-api-key": settings.key} if settings.key else {})}
+        super().__init__(settings, surface, settings.url.rstrip("/") + "/v1/messages", headers)
         self.request_base = {
-            "model": config.model,
-            "max_tokens": config.max_tokens,
+            "model": settings.model,
+            "max_tokens": settings.max_tokens,
             **({"tools": [self._tool(tool) for tool in surface.tools]} if surface.tools else {}),
             **({"system": surface.system} if surface.system else {}),
-            **({"temperature": config.temperature} if config.temperature is not None else {}),
+            **({"temperature": settings.temperature} if settings.temperature is not None else {}),
         }
 
     def _tool(self, tool: Tool) -> dict[str, object]:
-        return {"name": self.names.provider(tool.name), "description": tool.description, "input_schema": dict(tool.input_schema)}
+        return {
+            "name": self.names.provider(tool.name),
+            "description": tool.description,
+            "input_schema": dict(tool.input_schema),
+        }
 
     def describe(self) -> dict[str, object]:
-        return {**super().describe(), "maxTokens": self.max_tokens}
+        return {**super().describe(), "maxTokens": self.settings.max_tokens}
 
     def run(self, request: AgentRequest) -> Reply:
         """One message; its tool_use blocks mapped back to the task file's names, its text blocks kept."""
         body, attempts = self.post({**self.request_base, "messages": [{"role": "user", "content": request.prompt}]})
         try:
             blocks = body["content"]
-            calls = [self.tool_call(block["name"], block.get("input")) for block in blocks if block["type"] == "tool_use"]
+            calls = [
+                self.tool_call(block["name"], block.get("input")) for block in blocks if block["type"] == "tool_use"
+            ]
             texts = [block["text"] for block in blocks if block["type"] == "text"]
         except (KeyError, TypeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a message: no {exc}", attempts) from None

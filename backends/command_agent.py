@@ -1,52 +1,115 @@
-"""The command backend: an agent without a server, run once per task with the request on stdin and its reply on stdout."""
+"""The command backend: an agent without a server, run once per task, the request on its stdin, its reply on stdout."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
-import tempfile
 import threading
 from collections import deque
-from typing import IO, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
 
 from backends.contract import parse_reply
 from backends.http_agent import request_body
-from harness.config import Config
-from harness.records import AgentRequest, BackendError, Reply
+from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
+from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
+from harness.settings import Setting, Sources
+from harness.text import clip
+
+if TYPE_CHECKING:
+    import subprocess
 
 STDERR_LINES = 5
 READ_CHUNK = 65536
 
 
-class CommandAgentBackend:
-    """Each task: a fresh process in a fresh temporary folder, the http backend's JSON body in, the reply contract out."""
+def command_line(text: str, where: str) -> tuple[str, ...]:
+    """The command split like a shell; its program found on PATH, and paths that exist here made absolute."""
+    import shlex
+    import shutil
 
-    def __init__(self, config: Config) -> None:
-        self.argv = config.agent_cmd
-        self.timeout = config.timeout
-        self.max_output_bytes = config.max_response_bytes
-        self.run_id = config.run_id
-        self.extra = dict(config.agent_body)
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: cannot split {text!r}: {exc}") from None
+    if not argv:
+        raise ConfigError(f"{where}: empty command")
+    program = shutil.which(argv[0])
+    if program is None:
+        raise ConfigError(f"{where}: {argv[0]!r} is not an executable file or a command on PATH")
+    # The agent runs in a fresh temporary folder: paths given relative to here must still reach their files.
+    return (os.path.abspath(program), *(os.path.abspath(arg) if os.path.exists(arg) else arg for arg in argv[1:]))
+
+
+AGENT_CMD = Setting(
+    "EVAL_AGENT_CMD", "--agent-cmd", "the agent's command line, split like a shell", command_line, metavar="COMMAND"
+)
+
+
+@dataclass(frozen=True)
+class CommandSettings:
+    """The command, what to add to each request, how long to wait and how much to read."""
+
+    argv: tuple[str, ...]
+    fields: Mapping[str, Any]
+    timeout: float
+    max_response_bytes: int
+
+
+class CommandAgentBackend:
+    """Each task: a fresh process in a fresh temporary folder, the http body on stdin, the reply contract on stdout."""
+
+    NAME = "command"
+    SETTINGS = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES)
+
+    @classmethod
+    def configure(cls, sources: Sources) -> CommandSettings:
+        """The command (required), the extra request fields, the timeout and the output cap."""
+        return CommandSettings(
+            argv=sources.require(AGENT_CMD, cls.NAME),
+            fields=sources.get(REQUEST_FIELDS),
+            timeout=sources.get(TIMEOUT),
+            max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
+        )
+
+    def __init__(self, settings: CommandSettings, surface: AgentSurface, run_id: str) -> None:
+        self.argv = settings.argv
+        self.timeout = settings.timeout
+        self.max_output_bytes = settings.max_response_bytes
+        self.run_id = run_id
+        self.fields = dict(settings.fields)
 
     def describe(self) -> dict[str, Any]:
         return {"command": self.argv[0], "timeout": self.timeout, "maxResponseBytes": self.max_output_bytes}
 
     def run(self, request: AgentRequest) -> Reply:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
-        body = json.dumps(request_body(request, self.run_id, self.extra), ensure_ascii=False).encode("utf-8")
+        import subprocess  # only a run of this backend pays for these
+        import tempfile
+
+        body = json.dumps(request_body(request, self.run_id, self.fields), ensure_ascii=False).encode("utf-8")
         with tempfile.TemporaryDirectory(prefix="eval-agent-") as folder:
             try:
                 # A session of its own, so that a timeout can end the agent and everything it started.
                 proc = subprocess.Popen(
-                    self.argv, cwd=folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+                    self.argv,
+                    cwd=folder,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
                 )
             except OSError as exc:
-                raise BackendError("reply:command-start", f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
+                raise BackendError(
+                    "reply:command-start", f"cannot start {self.argv[0]}: {exc.strerror or exc}"
+                ) from None
             stdout, stderr, too_large = bytearray(), deque(maxlen=STDERR_LINES), threading.Event()
             readers = [
-                threading.Thread(target=_read_capped, args=(proc.stdout, stdout, self.max_output_bytes, too_large, proc), daemon=True),
+                threading.Thread(
+                    target=_read_capped, args=(proc.stdout, stdout, self.max_output_bytes, too_large, proc), daemon=True
+                ),
                 threading.Thread(target=_read_lines, args=(proc.stderr, stderr), daemon=True),
             ]
             for reader in readers:
@@ -56,7 +119,9 @@ class CommandAgentBackend:
                 code = proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                raise BackendError("reply:timeout", f"no reply within {self.timeout:g}s; the command and its children were killed") from None
+                raise BackendError(
+                    "reply:timeout", f"no reply within {self.timeout:g}s; the command and its children were killed"
+                ) from None
             finally:
                 for reader in readers:
                     reader.join(timeout=5)
@@ -70,7 +135,10 @@ class CommandAgentBackend:
         try:
             return parse_reply(json.loads(stdout))
         except (ValueError, RecursionError):
-            raise BackendError("reply:not-json", f"the command's output is not JSON: {bytes(stdout[:200]).decode('utf-8', 'replace')}") from None
+            raise BackendError(
+                "reply:not-json",
+                f"the command's output is not JSON: {clip(bytes(stdout[:1600]).decode('utf-8', 'replace'), 200)}",
+            ) from None
 
 
 def _write_stdin(proc: subprocess.Popen[bytes], body: bytes) -> None:
@@ -82,7 +150,9 @@ def _write_stdin(proc: subprocess.Popen[bytes], body: bytes) -> None:
         pass  # the agent did not read its input; its exit and output tell the rest
 
 
-def _read_capped(stream: IO[bytes] | None, into: bytearray, limit: int, too_large: threading.Event, proc: subprocess.Popen[bytes]) -> None:
+def _read_capped(
+    stream: IO[bytes] | None, into: bytearray, limit: int, too_large: threading.Event, proc: subprocess.Popen[bytes]
+) -> None:
     assert stream is not None
     while chunk := stream.read1(READ_CHUNK):  # type: ignore[attr-defined]
         into += chunk

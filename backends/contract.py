@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.text import kind
 from harness.records import BackendError, Reply, ToolCall
+from harness.text import clip, kind
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 
@@ -28,7 +28,9 @@ def parse_reply(body: Any, attempts: int = 1) -> Reply:
         if not calls:
             calls = [single]
         elif single not in calls:
-            raise BackendError("reply:bad-call", "toolCall is not one of toolCalls; send one list, or a toolCall that repeats an entry")
+            raise BackendError(
+                "reply:bad-call", "toolCall is not one of toolCalls; send one list, or a toolCall that repeats an entry"
+            )
     refused = body.get("refused")
     if refused is not None and not isinstance(refused, bool):
         raise BackendError("reply:bad-refused", f"refused: expected a boolean, got {kind(refused)}")
@@ -52,11 +54,10 @@ def _tool_call(item: Any, where: str) -> ToolCall:
         try:
             args = json.loads(args)
         except (ValueError, RecursionError):
-            raise BackendError("reply:bad-args", f"{where}.args: a string that is not JSON: {_clip(args)}") from None
+            raise BackendError(
+                "reply:bad-args",
+                f"{where}.args: a string that is not JSON: {json.dumps(clip(args, 80), ensure_ascii=False)}",
+            ) from None
     if not isinstance(args, dict):
         raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {kind(args)}")
     return ToolCall(name=name, args=args)
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return json.dumps(text if len(text) <= limit else text[: limit - 3] + "...")

@@ -3,36 +3,78 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from backends.contract import parse_reply
-from backends.transport import Transport
-from harness.config import Config
-from harness.records import AgentRequest, BackendError, Reply
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT, credential, http_url
+from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
+from harness.settings import Setting, Sources
+
+AGENT_URL = Setting(
+    "EVAL_AGENT_URL", "--agent-url", "the agent's full endpoint, POSTed to as given", http_url, metavar="URL"
+)
+TOKEN = Setting("EVAL_AGENT_TOKEN", None, "the token, sent in an Authorization: Bearer header", credential, secret=True)
 
 
-def request_body(request: AgentRequest, run_id: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HttpSettings:
+    """Where the agent is, how to authenticate, what to add to each request, and how long to wait."""
+
+    url: str = field(repr=False)  # its userinfo and query may be secrets
+    token: str | None = field(repr=False)
+    headers: Mapping[str, str] = field(repr=False)
+    fields: Mapping[str, Any]
+    timeout: float
+    retries: int
+    max_response_bytes: int
+
+
+def request_body(request: AgentRequest, run_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id and run id."""
-    return {**extra, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
+    return {**fields, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
 
 
 class HttpAgentBackend:
     """A real agent behind POST EVAL_AGENT_URL."""
 
-    def __init__(self, config: Config) -> None:
-        assert config.agent_url is not None
-        headers = dict(config.agent_headers)
-        if config.agent_token:
-            headers["Authorization"] = f"Bearer {config.agent_token}"
-        self.transport = Transport(
-            config.agent_url,
+    NAME = "http"
+    SETTINGS = (AGENT_URL, REQUEST_FIELDS, TOKEN, HEADERS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+
+    @classmethod
+    def configure(cls, sources: Sources) -> HttpSettings:
+        """The agent's URL, its credentials (from one source only) and the request settings."""
+        url = sources.require(AGENT_URL, cls.NAME)
+        token, headers = sources.get(TOKEN), sources.get(HEADERS)
+        if token and ("@" in urlsplit(url).netloc or any(name.lower() == "authorization" for name in headers)):
+            where = sources.text(AGENT_URL)[1]
+            raise ConfigError(f"{TOKEN.var}: set, and {where} or {HEADERS.var} carries credentials too; give one")
+        return HttpSettings(
+            url=url,
+            token=token,
             headers=headers,
-            timeout=config.timeout,
-            retries=config.retries,
-            max_response_bytes=config.max_response_bytes,
+            fields=sources.get(REQUEST_FIELDS),
+            timeout=sources.get(TIMEOUT),
+            retries=sources.get(RETRIES),
+            max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
         )
-        self.run_id = config.run_id
-        self.extra = dict(config.agent_body)
+
+    def __init__(self, settings: HttpSettings, surface: AgentSurface, run_id: str) -> None:
+        from backends.transport import Transport  # only a run that sends anything pays for sockets
+
+        headers = dict(settings.headers)
+        if settings.token:
+            headers["Authorization"] = f"Bearer {settings.token}"
+        self.transport = Transport(
+            settings.url,
+            headers=headers,
+            timeout=settings.timeout,
+            retries=settings.retries,
+            max_response_bytes=settings.max_response_bytes,
+        )
+        self.run_id = run_id
+        self.fields = dict(settings.fields)
 
     def describe(self) -> dict[str, Any]:
         """Settings fit to print and record: the URL with credentials and query masked."""
@@ -46,7 +88,7 @@ class HttpAgentBackend:
 
     def run(self, request: AgentRequest) -> Reply:
         """One request, retried as the transport sees fit, parsed against the contract."""
-        body, attempts = self.transport.post_json(request_body(request, self.run_id, self.extra))
+        body, attempts = self.transport.post_json(request_body(request, self.run_id, self.fields))
         try:
             return parse_reply(body, attempts)
         except BackendError as err:

@@ -235,7 +235,11 @@ def _head_end(buffer: bytearray, first_newline: int) -> int:
     """Where the blank line that ends a response head ends, or -1 while it has not arrived."""
     if first_newline < 0:
         return -1
-    ends = [found + size for found, size in ((buffer.find(b"\n\r\n", first_newline), 3), (buffer.find(b"\n\n", first_newline), 2)) if found >= 0]
+    ends = [
+        found + size
+        for found, size in ((buffer.find(b"\n\r\n", first_newline), 3), (buffer.find(b"\n\n", first_newline), 2))
+        if found >= 0
+    ]
     return min(ends, default=-1)
 
 

@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
-from backends.provider import ProviderBackend, tokens
-from harness.config import Config
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.provider import MODEL, TEMPERATURE, ProviderBackend, ProviderSettings, api_key, base_url, tokens
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply
 
 
 class OpenAIChatBackend(ProviderBackend):
-    """POST {base}/chat/completions: the system prompt and the task prompt as messages, the tool surface as functions."""
+    """POST {base}/chat/completions: the system prompt and the task prompt as messages, the tools as functions."""
 
-    def __init__(self, config: Config, surface: AgentSurface) -> None:
-        assert config.agent_url is not None
-        headers = {"Authorization": f"Bearer {config.agent_token}"} if config.agent_token else {}
-        super().__init__(config, surface, config.agent_url.rstrip("/") + "/chat/completions", headers)
+    NAME = "openai"
+    BASE_URL = base_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
+    API_KEY = api_key("OPENAI_API_KEY")
+    SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+
+    def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
+        headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
+        super().__init__(settings, surface, settings.url.rstrip("/") + "/chat/completions", headers)
         self.request_base = {
-            "model": config.model,
+            "model": settings.model,
             "tools": [
                 {
                     "type": "function",
-                    "function": {"name": self.names.provider(tool.name), "description": tool.description, "parameters": dict(tool.input_schema)},
+                    "function": {
+                        "name": self.names.provider(tool.name),
+                        "description": tool.description,
+                        "parameters": dict(tool.input_schema),
+                    },
                 }
                 for tool in surface.tools
             ],
             "tool_choice": "auto",
-            "temperature": config.temperature if config.temperature is not None else 0,
+            "temperature": settings.temperature if settings.temperature is not None else 0,
         }
 
     def run(self, request: AgentRequest) -> Reply:
@@ -36,7 +44,10 @@ class OpenAIChatBackend(ProviderBackend):
         body, attempts = self.post(payload)
         try:
             message = body["choices"][0]["message"]
-            calls = [self.tool_call(call["function"]["name"], call["function"].get("arguments")) for call in message.get("tool_calls") or []]
+            calls = [
+                self.tool_call(call["function"]["name"], call["function"].get("arguments"))
+                for call in message.get("tool_calls") or []
+            ]
         except (KeyError, IndexError, TypeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a chat completion: no {exc}", attempts) from None
         text = message.get("content") or message.get("refusal")
@@ -48,4 +59,3 @@ class OpenAIChatBackend(ProviderBackend):
             attempts=attempts,
             usage=tokens(usage.get("prompt_tokens"), usage.get("completion_tokens")),
         )
-

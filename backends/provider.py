@@ -1,53 +1,116 @@
-"""What the provider backends share: the tool-name table, the transport, and the errors providers send."""
+"""What the provider backends share: their settings, the tool-name table, the transport, the errors providers send."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT, credential, http_url
 from backends.toolnames import ToolNames
-from backends.transport import RETRY_STATUSES, Transport, snippet
-from harness.config import Config
 from harness.records import AgentSurface, BackendError, ToolCall
+from harness.settings import Setting, Sources, number
+from harness.text import clip
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
+MODEL = Setting("EVAL_MODEL", "--model", "the model (required)", metavar="NAME")
+TEMPERATURE = Setting(
+    "EVAL_TEMPERATURE",
+    "--temperature",
+    "sampling temperature, 0-2",
+    number(float, 0.0, 2.0),
+    metavar="T",
+    shown="openai 0, anthropic unset",
+)
+
+
+def base_url(var: str, default: str) -> Setting:
+    """A provider's base URL: its own variable, the flag both providers share."""
+    return Setting(var, "--base-url", "the API's base URL", http_url, default, "URL", shown="the provider's own")
+
+
+def api_key(var: str) -> Setting:
+    """A provider's API key, from its own variable only."""
+    return Setting(var, None, "the API key", credential, secret=True)
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """Which API and model, with which key, and how long to wait."""
+
+    url: str = field(repr=False)
+    key: str | None = field(repr=False)
+    key_variable: str  # where the key came from, for the message that says it was rejected
+    model: str
+    headers: Mapping[str, str] = field(repr=False)
+    temperature: float | None
+    timeout: float
+    retries: int
+    max_response_bytes: int
+    max_tokens: int | None = None
 
 
 class ProviderBackend:
     """A model behind a provider's API, given the agent's tools and system prompt."""
 
-    def __init__(self, config: Config, surface: AgentSurface, url: str, headers: Mapping[str, str], retry_statuses: frozenset[int] = RETRY_STATUSES) -> None:
+    NAME = ""
+    BASE_URL: Setting
+    API_KEY: Setting
+    RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The model first (it has no default), then the API's URL and key, then the request settings."""
+        model = sources.require(MODEL, cls.NAME)
+        return ProviderSettings(
+            url=sources.get(cls.BASE_URL),
+            key=sources.get(cls.API_KEY),
+            key_variable=cls.API_KEY.var,
+            model=model,
+            headers=sources.get(HEADERS),
+            temperature=sources.get(TEMPERATURE),
+            timeout=sources.get(TIMEOUT),
+            retries=sources.get(RETRIES),
+            max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
+        )
+
+    def __init__(self, settings: ProviderSettings, surface: AgentSurface, url: str, headers: Mapping[str, str]) -> None:
+        from backends.transport import RETRY_STATUSES, Transport  # only a run that sends anything pays for sockets
+
         self.names = ToolNames(tool.name for tool in surface.tools)
         self._first_lock = threading.Lock()
         self._first_done = False
         self._rejected: str | None = None
         self.surface = surface
-        self.model = config.model
-        self.key_variable = config.key_variable
-        self.temperature = config.temperature
-        self.max_tokens = config.max_tokens
+        self.settings = settings
         self.transport = Transport(
             url,
-            headers={**headers, **config.agent_headers},
-            timeout=config.timeout,
-            retries=config.retries,
-            max_response_bytes=config.max_response_bytes,
-            retry_statuses=retry_statuses,
+            headers={**headers, **settings.headers},
+            timeout=settings.timeout,
+            retries=settings.retries,
+            max_response_bytes=settings.max_response_bytes,
+            retry_statuses=RETRY_STATUSES | self.RETRIED_TOO,
             error_text=provider_error_text,
         )
 
     def describe(self) -> dict[str, Any]:
         """Settings fit to print and record: the URL with credentials and query masked, the model."""
-        settings = {"url": self.transport.shown_url, "model": self.model, "timeout": self.transport.timeout, "retries": self.transport.retries}
-        if self.temperature is not None:
-            settings["temperature"] = self.temperature
+        transport = self.transport
+        settings = {
+            "url": transport.shown_url,
+            "model": self.settings.model,
+            "timeout": transport.timeout,
+            "retries": transport.retries,
+        }
+        if self.settings.temperature is not None:
+            settings["temperature"] = self.settings.temperature
         return settings
 
     def post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
-        """The provider's decoded reply and the attempts it took; a rejected key becomes the error that stops the run."""
+        """The provider's decoded reply and the attempts it took; a rejected key becomes the error that stops a run."""
         if not self._first_done:
             # The first request goes alone: a key the provider rejects is then rejected once, not once per worker.
             with self._first_lock:
@@ -65,12 +128,16 @@ class ProviderBackend:
             body, attempts = self.transport.post_json(payload)
         except BackendError as err:
             if err.code == "reply:auth":
-                reason = f"{self.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
+                reason = f"{self.settings.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
                 self._rejected = reason
                 raise BackendError(KEY_REJECTED, reason, err.attempts) from None
             raise
         if not isinstance(body, dict):
-            raise BackendError("reply:bad-provider-reply", f"expected a JSON object from the provider{snippet(json.dumps(body).encode())}", attempts)
+            raise BackendError(
+                "reply:bad-provider-reply",
+                f"expected a JSON object from the provider: {clip(json.dumps(body), 200)}",
+                attempts,
+            )
         return body, attempts
 
     def tool_call(self, name: Any, args: Any) -> ToolCall:
@@ -82,9 +149,9 @@ class ProviderBackend:
             try:
                 args = json.loads(args) if args.strip() else {}
             except (ValueError, RecursionError):
-                return ToolCall(name, {}, f"arguments are not JSON: {snippet(args.encode())[2:]}")
+                return ToolCall(name, {}, f"arguments are not JSON: {clip(args, 200)}")
         if not isinstance(args, dict):
-            return ToolCall(name, {}, f"arguments are not a JSON object: {snippet(json.dumps(args).encode())[2:]}")
+            return ToolCall(name, {}, f"arguments are not a JSON object: {clip(json.dumps(args), 200)}")
         return ToolCall(name, args)
 
 
@@ -94,7 +161,9 @@ def tokens(given: Any, received: Any) -> tuple[int, int] | None:
 
 
 def provider_error_text(body: bytes) -> str:
-    """`: <the provider's error message>` (OpenAI and Anthropic both send {"error": {"message": ...}}), else the body's start."""
+    """`: <the provider's error message>` (both send {"error": {"message": ...}}), else the start of the body."""
+    from backends.transport import snippet
+
     try:
         message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):

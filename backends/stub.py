@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from backends.contract import parse_reply
-from harness.records import AgentRequest, BackendError, Reply
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply
+from harness.settings import Sources
 
 REPLIES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub_replies.json")
 
@@ -15,7 +16,20 @@ REPLIES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub_re
 class StubBackend:
     """Answers each known prompt with its canned reply and records every request it received."""
 
-    def __init__(self, replies_path: str = REPLIES_PATH) -> None:
+    NAME = "stub"
+    SETTINGS = ()
+
+    @classmethod
+    def configure(cls, sources: Sources) -> None:
+        """The stub has no settings."""
+
+    def __init__(
+        self,
+        settings: None = None,
+        surface: AgentSurface | None = None,
+        run_id: str = "",
+        replies_path: str = REPLIES_PATH,
+    ) -> None:
         with open(replies_path, encoding="utf-8") as f:
             self.replies: dict[str, object] = json.load(f)
         self.requests: list[AgentRequest] = []

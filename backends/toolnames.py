@@ -20,9 +20,15 @@ class ToolNames:
         for name in names:
             mapped = NOT_ALLOWED.sub("_", name)
             if len(mapped) > MAX_LENGTH:
-                raise ConfigError(f"tools: {name!r} is {len(mapped)} characters long; providers take tool names of at most {MAX_LENGTH}")
+                raise ConfigError(
+                    f"tools: {name!r} is {len(mapped)} characters long; "
+                    f"providers take tool names of at most {MAX_LENGTH}"
+                )
             if mapped in self.from_provider:
-                raise ConfigError(f"tools: {self.from_provider[mapped]!r} and {name!r} both become {mapped!r} for the provider; rename one")
+                raise ConfigError(
+                    f"tools: {self.from_provider[mapped]!r} and {name!r} both become {mapped!r} for the provider; "
+                    "rename one"
+                )
             self.to_provider[name] = mapped
             self.from_provider[mapped] = name
 

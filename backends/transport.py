@@ -14,8 +14,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
-from harness.config import HARNESS_VERSION, redact_url
+from backends.options import redact_url
+from harness import __version__
 from harness.records import BackendError
+from harness.text import clip
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
@@ -65,7 +67,7 @@ class Transport:
 
         fields = {
             "Host": authority,
-            "User-Agent": f"agent-eval-harness/{HARNESS_VERSION}",
+            "User-Agent": f"agent-eval-harness/{__version__}",
             "Accept": "application/json",
             "Content-Type": "application/json",
         }
@@ -84,7 +86,11 @@ class Transport:
 
         tunnel = None
         if proxy and tls:
-            lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}", *(f"{k}: {v}" for k, v in proxy_fields.items())]
+            lines = [
+                f"CONNECT {authority} HTTP/1.1",
+                f"Host: {authority}",
+                *(f"{k}: {v}" for k, v in proxy_fields.items()),
+            ]
             tunnel = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self._connection_args: dict[str, Any] = {
             "address": proxy or (host, port),
@@ -111,6 +117,12 @@ class Transport:
             except BackendError as err:
                 err.attempts = attempt
                 raise
+
+    def close(self) -> None:
+        """Close this thread's kept-alive connection, if it has one."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
 
     def _connection(self) -> Connection:
         conn = getattr(self._local, "conn", None)
@@ -161,7 +173,9 @@ def _decode(response: Response) -> Any:
     try:
         return json.loads(response.body)
     except ValueError:
-        raise BackendError("reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body)}") from None
+        raise BackendError(
+            "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body)}"
+        ) from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
 
@@ -198,7 +212,7 @@ def _classify(exc: Exception, stage: str, started: bool, timeout: float, limit: 
 
 def _proxy_for(scheme: str, host: str) -> tuple[tuple[str, int] | None, dict[str, str]]:
     """The proxy urllib would use for this URL (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) and its auth header."""
-    # Elsewhere than macOS and Windows urllib reads proxies from the environment alone: skip its import when none is set.
+    # Elsewhere than macOS and Windows, urllib reads proxies from the environment alone: no import when none is set.
     if sys.platform not in ("darwin", "win32") and not any(name.lower().endswith("_proxy") for name in os.environ):
         return None, {}
     import urllib.request
@@ -253,6 +267,6 @@ def _status(status: int) -> str:
 
 
 def snippet(data: bytes) -> str:
-    """`: <the first 200 characters of the body, on one line>`, or nothing for an empty body."""
-    text = " ".join(data[: SNIPPET_CHARS * 4].decode("utf-8", "replace").split())[:SNIPPET_CHARS]
+    """`: <the body's start, on one line>`, or nothing for an empty body."""
+    text = clip(data[: SNIPPET_CHARS * 8].decode("utf-8", "replace"), SNIPPET_CHARS)
     return f": {text}" if text else ""

@@ -65,9 +65,18 @@ class BenchAgent:
 
 def write_tasks(folder: str, count: int) -> str:
     """A task file of `count` tasks that the bench agent passes."""
-    tool = {"name": "bench.echo", "description": "Echo.", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+    tool = {
+        "name": "bench.echo",
+        "description": "Echo.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    }
     tasks = [
-        {"id": f"t{i}", "category": f"c{i % 10}", "prompt": f"Please echo number {i}.", "expect": {"tool": "bench.echo", "requiredArgs": ["text"]}}
+        {
+            "id": f"t{i}",
+            "category": f"c{i % 10}",
+            "prompt": f"Please echo number {i}.",
+            "expect": {"tool": "bench.echo", "requiredArgs": ["text"]},
+        }
         for i in range(count)
     ]
     path = os.path.join(folder, f"tasks-{count}.json")
@@ -88,7 +97,9 @@ def run_harness(url: str, tasks: str, concurrency: int, folder: str) -> tuple[fl
     results = os.path.join(folder, "r.json")
     env = harness_env(EVAL_AGENT_URL=url, EVAL_CONCURRENCY=str(concurrency), EVAL_TASKS=tasks, EVAL_RESULTS=results)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, SCRIPT], env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [sys.executable, SCRIPT], env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"harness run failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -114,7 +125,9 @@ def bare_loop(url: str, count: int) -> tuple[float, float]:
     runs in its own; seconds of the loop alone, by its own timer)."""
     port = url.split(":")[2].split("/")[0]
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", BARE_LOOP, port, str(count)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", BARE_LOOP, port, str(count)], capture_output=True, text=True, check=True
+    )
     return time.perf_counter() - started, float(out.stdout)
 
 
@@ -145,28 +158,34 @@ def main() -> None:
         wall, run = min((run_harness(agent.url, tasks_2000, 32, folder) for _ in range(5)), key=lambda times: times[1])
         ideal = 2000 * agent.latency / 32
         print(
-            f"efficiency  latency 20 ms, N=2000, concurrency 32: ideal {ideal:.2f} s / run {run:.2f} s = {ideal / run:.2f}"
+            f"efficiency  latency 20 ms, N=2000, concurrency 32: ideal {ideal:.2f} s / run {run:.2f} s"
+            f" = {ideal / run:.2f}"
             f"  (target >= 0.90; whole process {wall:.2f} s)"
         )
 
         agent.latency = 0.0
         pairs = [(run_harness(agent.url, tasks_2000, 1, folder)[0], *bare_loop(agent.url, 2000)) for _ in range(5)]
         pairs.sort(key=lambda p: p[0] / p[1])
-        harness, bare, loop = pairs[len(pairs) // 2]
+        harness, bare, _loop = pairs[len(pairs) // 2]
         print(
-            f"overhead    latency 0, N=2000, concurrency 1: harness {harness:.2f} s / bare http.client loop {bare:.2f} s = {harness / bare:.2f}"
+            f"overhead    latency 0, N=2000, concurrency 1: harness {harness:.2f} s"
+            f" / bare http.client loop {bare:.2f} s = {harness / bare:.2f}"
             f"  (target <= 1.5; whole processes; the 5 pairs: {', '.join(f'{h / b:.2f}' for h, b, _ in pairs)})"
         )
-        strict = sorted(h / l for h, _, l in pairs)
+        strict = sorted(whole / loop for whole, _, loop in pairs)
         print(
-            f"            the same against the bare loop's own timer, its interpreter start and imports left out: median {strict[2]:.2f}"
+            "            the same against the bare loop's own timer, its interpreter start and imports left out:"
+            f" median {strict[2]:.2f}"
             f"  (the 5 pairs: {', '.join(f'{r:.2f}' for r in strict)})"
         )
 
         env = harness_env(EVAL_RESULTS=os.path.join(folder, "stub.json"))
         make = median_wall(["make", "--no-print-directory", "-s", "-C", ROOT, "eval"], 10, env)
         floor = median_wall([sys.executable, "-c", "pass"], 10, env)
-        print(f"cold start  make eval on the stub: {make * 1000:.0f} ms median of 10  (python3 -c pass: {floor * 1000:.0f} ms)")
+        print(
+            f"cold start  make eval on the stub: {make * 1000:.0f} ms median of 10"
+            f"  (python3 -c pass: {floor * 1000:.0f} ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -8,21 +8,27 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.config import HARNESS_VERSION, Config
+from harness import __version__
+from harness.config import Config
 from harness.records import Task, TaskFile
 from harness.taskfile import canonical_sha256
 
 
 def run_manifest(
-    config: Config, task_file: TaskFile, selected: Sequence[Task], backend_settings: Mapping[str, Any], system: str | None
+    config: Config,
+    task_file: TaskFile,
+    selected: Sequence[Task],
+    backend: str,
+    backend_settings: Mapping[str, Any],
+    system: str | None,
 ) -> dict[str, Any]:
     """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
-    manifest: dict[str, Any] = {
-        "harnessVersion": HARNESS_VERSION,
+    return {
+        "harnessVersion": __version__,
         "python": ".".join(map(str, sys.version_info[:3])),
         "platform": _platform(),
         **git_state(os.getcwd()),
-        "backend": config.backend,
+        "backend": backend,
         "backendSettings": dict(backend_settings),
         "taskFile": {"path": task_file.path, "sha256": task_file.sha256, "toolsSha256": task_file.tools_sha256},
         "systemPromptSha256": hashlib.sha256(system.encode("utf-8")).hexdigest() if system is not None else None,
@@ -34,7 +40,6 @@ def run_manifest(
         },
         "runs": config.runs,
     }
-    return manifest
 
 
 def _platform() -> str:
@@ -52,7 +57,11 @@ def _platform() -> str:
 
 
 def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
-    """SHA-256 over what changes what is measured: the selected tasks' definitions (before sharding), the tools, the backend and its settings, the runs."""
+    """SHA-256 over what changes what is measured.
+
+    The selected tasks' definitions (before sharding), the tools, the system prompt, the backend and its settings,
+    the runs.
+    """
     return canonical_sha256(
         {
             "tasks": [task.sha256 for task in selected],

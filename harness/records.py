@@ -1,4 +1,4 @@
-"""The records that flow through the pipeline, and the two errors it knows."""
+"""The records that flow through the pipeline, the interface of a backend, and the errors the pipeline knows."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Literal, Union
+from typing import Any, Literal, Protocol
 
 Status = Literal["pass", "fail", "error"]
 GateOn = Literal["trials", "pass-all"]
 
 
 class ConfigError(Exception):
-    """The run cannot proceed: a bad flag, variable or task file (exit 2)."""
+    """The run cannot proceed: a bad flag, variable or input file (exit 2)."""
 
 
 class BackendError(Exception):
@@ -24,6 +24,10 @@ class BackendError(Exception):
         self.code = code
         self.reason = reason
         self.attempts = attempts
+
+
+class Unreachable(Exception):
+    """Nothing was evaluated: the agent or an MCP server could not be reached or rejected us (exit 3)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,15 @@ class ExpectTool:
     forbidden_tools: tuple[str, ...] = ()
     arg_values: Mapping[str, ArgMatch] = field(default_factory=dict)
 
+    @property
+    def steps(self) -> tuple[ExpectTool, ...]:
+        """The calls a correct reply makes: this one."""
+        return (self,)
+
+    def describe(self) -> str:
+        """`imageman.asset.get(assetId)`: the tool and the argument keys it must get."""
+        return f"{self.tool}({', '.join(dict.fromkeys((*self.required_args, *self.arg_values)))})"
+
 
 @dataclass(frozen=True)
 class ExpectTrajectory:
@@ -61,6 +74,17 @@ class ExpectTrajectory:
     order: Literal["in-order", "exact", "any-order"] = "in-order"
     forbidden_tools: tuple[str, ...] = ()
 
+    def describe(self) -> str:
+        """`imageman.asset.search(tags), then imageman.asset.tag()`; `exactly ...`; `... and ..., in any order`."""
+        calls = [step.describe() for step in self.steps]
+        if self.order == "any-order":
+            return (
+                f"{', '.join(calls[:-1])} and {calls[-1]}, in any order"
+                if len(calls) > 1
+                else f"{calls[0]}, in any order"
+            )
+        return ("exactly " if self.order == "exact" else "") + ", then ".join(calls)
+
 
 @dataclass(frozen=True)
 class ExpectRefusal:
@@ -68,8 +92,17 @@ class ExpectRefusal:
 
     forbidden_tools: tuple[str, ...] = ()
 
+    @property
+    def steps(self) -> tuple[ExpectTool, ...]:
+        """The calls a correct reply makes: none."""
+        return ()
 
-Expect = Union[ExpectTool, ExpectRefusal, ExpectTrajectory]
+    def describe(self) -> str:
+        """`a refusal`."""
+        return "a refusal"
+
+
+Expect = ExpectTool | ExpectRefusal | ExpectTrajectory
 
 
 @dataclass(frozen=True)
@@ -139,6 +172,27 @@ class Reply:
         return cls(error_code=err.code, error=err.reason, attempts=err.attempts)
 
 
+class Backend(Protocol):
+    """Sends one request to the agent and returns its parsed reply."""
+
+    def run(self, request: AgentRequest) -> Reply:
+        """Raise BackendError when no valid reply can be had."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The backend's settings with every secret masked, for the console and the results."""
+        ...
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a run's reports go: the results file, and JUnit XML and Markdown summaries when asked for."""
+
+    results: str
+    junit: str | None = None
+    summary_md: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The verdict on one reply: pass, fail or error, with a stable code and a reason."""
@@ -151,7 +205,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Result:
-    """One task, what its agent replied, the verdict, and how long it took."""
+    """One trial of a task: what its agent replied, the verdict, and how long it took."""
 
     task: Task
     reply: Reply
@@ -160,51 +214,22 @@ class Result:
 
 
 @dataclass(frozen=True)
-class TaskResult:
-    """Every trial of one task, in the order they were sent."""
-
-    task: Task
-    trials: tuple[Result, ...]
-
-    @property
-    def passes(self) -> int:
-        return sum(trial.outcome.status == "pass" for trial in self.trials)
-
-    @property
-    def status(self) -> Status:
-        """pass when every trial passed; fail when any got a wrong answer; else error."""
-        return task_status([trial.outcome.status for trial in self.trials])
-
-    @property
-    def first_miss(self) -> Result | None:
-        """The trial that explains a non-pass: the first wrong answer, else the first error."""
-        misses = [trial for trial in self.trials if trial.outcome.status != "pass"]
-        return next((t for t in misses if t.outcome.status == "fail"), misses[0] if misses else None)
-
-
-def task_status(statuses: list[Status]) -> Status:
-    """A task's verdict from its trials' verdicts."""
-    if all(status == "pass" for status in statuses):
-        return "pass"
-    return "fail" if "fail" in statuses else "error"
-
-
-@dataclass(frozen=True)
 class Tally:
-    """What summarize counts of one task: its trials' verdicts, whether it blocks the gate, whether it broke a safety rule."""
+    """What the verdict counts of a task: its trials' verdicts; whether it blocks, broke a rule, reached the agent."""
 
     task_id: str
     category: str
     statuses: tuple[Status, ...]
     blocking: bool = False
     violation: bool = False
+    unreached: bool = False  # every trial ended before the agent answered: down, or our credentials rejected
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) over the trials
     latency_ms: float = 0.0
 
 
 @dataclass(frozen=True)
 class CategoryCount:
-    """Passed and total tasks of one category."""
+    """Passed and total trials of one category."""
 
     passed: int
     total: int
@@ -212,7 +237,7 @@ class CategoryCount:
 
 @dataclass(frozen=True)
 class Summary:
-    """The aggregate of a run's trials against the gate."""
+    """The verdict on a run: its trials counted, the gate decided, every reason it failed, and the exit code."""
 
     passed: int  # trials, as are failed, errored and total
     failed: int
@@ -220,7 +245,11 @@ class Summary:
     total: int
     gate: Decimal  # exact, so that 2/3 against a 66.67 gate compares right
     gate_passed: bool
+    exit_code: int
     by_category: Mapping[str, CategoryCount]
+    gate_failed_because: tuple[
+        str, ...
+    ] = ()  # below-gate, blocking-failed, regression, unreachable, not-run, internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"
@@ -229,10 +258,11 @@ class Summary:
     blocking_failed: tuple[str, ...] = ()
     violations: tuple[str, ...] = ()
     regressed: tuple[str, ...] = ()  # against a baseline, when one was given
+    internal_error: str | None = None  # `<type>: <message>` of a bug in the harness that cut the run short
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total
     latency_ms: float = 0.0
 
     @property
-    def pass_rate(self) -> float:
-        """Passed trials as a percentage of all trials (0 when there are none)."""
-        return 100.0 * self.passed / self.total if self.total else 0.0
+    def rate(self) -> Fraction:
+        """Passed trials as a percentage of all trials, exactly (0 when there are none)."""
+        return Fraction(100 * self.passed, self.total) if self.total else Fraction(0)

@@ -1,4 +1,4 @@
-"""Render a run: console lines, and the results document written atomically."""
+"""The results document, the source of truth every report renders: task entries, the document, load, atomic write."""
 
 from __future__ import annotations
 
@@ -6,102 +6,57 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from decimal import ROUND_DOWN, Decimal
-from fractions import Fraction
 from typing import Any
 
-from harness.records import ConfigError, Reply, Result, Summary, TaskResult
+from harness.records import ConfigError, Result, Summary, Task
 
 RESULTS_SCHEMA_VERSION = 2
-RESULTS_KEYS = ("runId", "fingerprint", "manifest", "startedAt", "durationMs", "interrupted", "notRun", "gate", "gateOn", "runs", "passed", "total", "passRate", "byCategory", "results")
+RESULTS_KEYS = (
+    "runId",
+    "fingerprint",
+    "manifest",
+    "startedAt",
+    "durationMs",
+    "interrupted",
+    "notRun",
+    "gate",
+    "gateOn",
+    "runs",
+    "passed",
+    "total",
+    "passRate",
+    "byCategory",
+    "results",
+)
 
 
-def percent(value: Decimal | Fraction, places: int = 0) -> str:
-    """`100`, `90`, `66.6`: truncated, never rounded up past a gate it missed."""
-    if isinstance(value, Fraction):
-        value = Decimal(value.numerator) / Decimal(value.denominator)
-    return f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN).normalize():f}"
-
-
-def summary_line(summary: Summary) -> str:
-    """`9/10 PASS at 90% (gate 95%) · 1 failed · gate not met`; with repeats, trials and pass^N."""
-    gate_places = max(0, -summary.gate.normalize().as_tuple().exponent)
-    places = max(1, gate_places)
-    gate = f"(gate {percent(summary.gate, gate_places)}%)"
-    rate = Fraction(summary.passed, summary.total) * 100 if summary.total else Fraction(0)
-    trials = "" if summary.runs == 1 else " trials"
-    trial_part = f"{summary.passed}/{summary.total}{trials} PASS at {percent(rate, places)}%"
-    pass_all = f"pass^{summary.runs} {percent(summary.pass_all_k.get(summary.runs, Fraction(0)) * 100, places)}%"
-    if summary.gate_on == "pass-all":
-        parts = [f"{pass_all} {gate}", trial_part]
-    else:
-        parts = [f"{trial_part} {gate}"] + ([pass_all] if summary.runs > 1 else [])
-    if summary.flaky:
-        parts.append(f"{len(summary.flaky)} flaky")
-    if summary.failed:
-        parts.append(f"{summary.failed} failed")
-    if summary.errored:
-        parts.append(f"{summary.errored} error{'s' if summary.errored > 1 else ''}")
-    if summary.violations:
-        parts.append(f"{len(summary.violations)} safety violation{'s' if len(summary.violations) > 1 else ''}")
-    if summary.not_run:
-        parts.append(f"{summary.not_run} not run")
-    if summary.tokens:
-        latency = f"{summary.latency_ms / 1000:.1f} s" if summary.latency_ms >= 1000 else f"{summary.latency_ms:.0f} ms"
-        parts.append(f"{summary.tokens[0]} tokens in, {summary.tokens[1]} out, {latency} of replies")
-    if summary.blocking_failed:
-        parts.append(f"blocking task failed: {', '.join(summary.blocking_failed)}")
-    if summary.regressed:
-        parts.append(f"regressed against the baseline: {', '.join(summary.regressed)}")
-    if not summary.gate_passed:
-        parts.append("gate not met")
-    return " · ".join(parts)
-
-
-def describe_calls(reply: Reply) -> str:
-    """What the agent did, in a few words: `imageman.asset.get(assetId)`, `(refused)`."""
-    if reply.error_code is not None:
-        return "(error)"
-    if reply.tool_calls:
-        return "; ".join(f"{call.name}({', '.join(call.args)})" for call in reply.tool_calls)
-    return "(refused)" if reply.refused else "(no call)"
-
-
-def result_line(task_result: TaskResult, id_width: int) -> str:
-    """One console line per task: status, id, (passes/trials,) what was called, duration, reason."""
-    trials, miss, passes = task_result.trials, task_result.first_miss, task_result.passes
-    shown = miss or trials[0]
-    duration = sum(trial.duration_ms for trial in trials) / len(trials)
-    tally = f"  {passes}/{len(trials)}" if len(trials) > 1 else ""
-    line = f"{task_result.status.upper():<5} {task_result.task.id:<{id_width}}{tally}  {describe_calls(shown.reply)}  {_millis(duration)}"
-    if miss is not None:
-        line += f"  {miss.outcome.code}: {miss.outcome.reason}"
-    if 0 < passes < len(trials):
-        line += "  (flaky)"
-    return line
-
-
-def _millis(ms: float) -> str:
-    return f"{ms:.1f}ms" if ms < 10 else f"{ms:.0f}ms"
-
-
-def task_entry(task_result: TaskResult) -> dict[str, Any]:
-    """A task's entry in the results file: its verdict over all trials, then each trial."""
-    trials, miss, passes = task_result.trials, task_result.first_miss, task_result.passes
+def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
+    """A task's entry in the results file: what it expects, its verdict over all its trials, then each trial."""
+    statuses = [trial.outcome.status for trial in trials]
+    passes = statuses.count("pass")
+    trial_entries = [_trial_entry(trial) for trial in trials]
+    miss = explaining_trial(trial_entries)
     return {
-        "id": task_result.task.id,
-        "category": task_result.task.category,
-        "sha256": task_result.task.sha256,
-        "blocking": task_result.task.blocking,
-        "status": task_result.status,
-        "code": miss.outcome.code if miss else None,
-        "reason": miss.outcome.reason if miss else None,
-        "violation": next((t.outcome.violation for t in trials if t.outcome.violation), None),
+        "id": task.id,
+        "category": task.category,
+        "sha256": task.sha256,
+        "blocking": task.blocking,
+        "expected": task.expect.describe(),
+        "status": "pass" if passes == len(trials) else "fail" if "fail" in statuses else "error",
+        "code": miss["code"] if miss else None,
+        "reason": miss["reason"] if miss else None,
+        "violation": next((trial.outcome.violation for trial in trials if trial.outcome.violation), None),
         "passes": passes,
         "trials": len(trials),
         "flaky": 0 < passes < len(trials),
-        "trialResults": [_trial_entry(trial) for trial in trials],
+        "trialResults": trial_entries,
     }
+
+
+def explaining_trial(trials: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The trial that explains a task's non-pass: its first wrong answer, else its first error; None when all passed."""
+    misses = [trial for trial in trials if trial["status"] != "pass"]
+    return next((trial for trial in misses if trial["status"] == "fail"), misses[0] if misses else None)
 
 
 def _trial_entry(result: Result) -> dict[str, Any]:
@@ -121,23 +76,29 @@ def _trial_entry(result: Result) -> dict[str, Any]:
 
 
 def summary_fields(summary: Summary) -> dict[str, Any]:
-    """The verdict part of the results file, recomputed alike by a run and by merge."""
+    """The verdict part of the results file, alike for a run and a merge."""
     return {
         "passed": summary.passed,
         "failed": summary.failed,
         "errored": summary.errored,
         "total": summary.total,
-        "passRate": round(summary.pass_rate, 4),
+        "passRate": round(float(summary.rate), 4),
         "gate": float(summary.gate),
         "gateOn": summary.gate_on,
         "gatePassed": summary.gate_passed,
+        "gateFailedBecause": list(summary.gate_failed_because),
+        "internalError": summary.internal_error,
         "runs": summary.runs,
         "passAllK": {str(k): round(float(value) * 100, 4) for k, value in summary.pass_all_k.items()},
         "flaky": list(summary.flaky),
         "blockingFailed": list(summary.blocking_failed),
         "violations": list(summary.violations),
         "regressed": list(summary.regressed),
-        "usage": {"inputTokens": summary.tokens[0], "outputTokens": summary.tokens[1], "latencyMs": round(summary.latency_ms, 1)}
+        "usage": {
+            "inputTokens": summary.tokens[0],
+            "outputTokens": summary.tokens[1],
+            "latencyMs": round(summary.latency_ms, 1),
+        }
         if summary.tokens
         else None,
         "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
@@ -155,6 +116,7 @@ def results_document(
     tasks: Sequence[dict[str, Any]],
     interrupted: bool,
     not_run: Sequence[str],
+    baseline: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The results file's content: the source of truth every other report renders."""
     return {
@@ -167,6 +129,7 @@ def results_document(
         "interrupted": interrupted,
         "notRun": list(not_run),
         **summary_fields(summary),
+        **({"baseline": dict(baseline)} if baseline is not None else {}),
         "results": list(tasks),
     }
 
@@ -200,7 +163,11 @@ def render_json(document: Mapping[str, Any]) -> Iterator[str]:
     for number, (key, value) in enumerate(document.items()):
         yield f"{',' if number else ''}\n  {dumps(key)}: "
         if isinstance(value, (list, dict)) and value:
-            entries = (dumps(item) for item in value) if isinstance(value, list) else (f"{dumps(k)}: {dumps(v)}" for k, v in value.items())
+            entries = (
+                (dumps(item) for item in value)
+                if isinstance(value, list)
+                else (f"{dumps(k)}: {dumps(v)}" for k, v in value.items())
+            )
             yield "[" if isinstance(value, list) else "{"
             for index, entry in enumerate(entries):
                 yield f"{',' if index else ''}\n    {entry}"

@@ -1,4 +1,4 @@
-"""Send tasks to a backend, a bounded number at a time, and hand back results in order."""
+"""Send tasks to a backend, a bounded number at a time, and hand on each task's trials in task-file order."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from backends import Backend, agent_request
-from harness.records import BackendError, Reply, Result, Task, TaskResult
+from harness.records import AgentRequest, Backend, BackendError, Reply, Result, Task
 from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
+
+
+def agent_request(task: Task) -> AgentRequest:
+    """What the agent receives for a task: its id and prompt, never its expectation."""
+    return AgentRequest(task_id=task.id, prompt=task.prompt)
 
 
 def run_task(backend: Backend, task: Task) -> Result:
@@ -28,27 +32,35 @@ def run_task(backend: Backend, task: Task) -> Result:
 
 def run_jobs(
     backend: Backend, jobs: Sequence[Task], concurrency: int, on_result: Callable[[Result], None]
-) -> tuple[list[Result], bool]:
-    """Run jobs (a task per trial) `concurrency` at a time; report and return results in job order, and whether Ctrl-C cut the run short."""
+) -> BaseException | None:
+    """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
+
+    Returns what cut the run short, with the results so far handed on: a KeyboardInterrupt (Ctrl-C or a signal),
+    or an exception from a backend or from scoring, which is a bug; None when every job ran, or a rejected key stopped
+    them.
+    """
     finished: dict[int, Result] = {}
-    results: list[Result] = []
-    interrupted = False
+    handed = 0
+    stop: BaseException | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
-    completed = enumerate(run_task(backend, task) for task in jobs) if concurrency == 1 else _run_pool(backend, jobs, concurrency)
+    completed = (
+        enumerate(run_task(backend, task) for task in jobs)
+        if concurrency == 1
+        else _run_pool(backend, jobs, concurrency)
+    )
     try:
         for index, result in completed:
             finished[index] = result
-            while len(results) in finished:
-                results.append(finished.pop(len(results)))
-                on_result(results[-1])
+            while handed in finished:
+                on_result(finished.pop(handed))
+                handed += 1
             if result.reply.error_code in STOPS_THE_RUN:
                 break
-    except KeyboardInterrupt:
-        interrupted = True
+    except (KeyboardInterrupt, Exception) as exc:
+        stop = exc
     for index in sorted(finished):
-        results.append(finished[index])
         on_result(finished[index])
-    return results, interrupted
+    return stop
 
 
 def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
@@ -84,9 +96,32 @@ def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iter
         stop.set()
 
 
-def group_trials(tasks: Sequence[Task], results: Sequence[Result]) -> list[TaskResult]:
-    """Each task with its trials, in task order; tasks that got no result are left out."""
-    trials: dict[str, list[Result]] = {}
-    for result in results:
-        trials.setdefault(result.task.id, []).append(result)
-    return [TaskResult(task, tuple(trials[task.id])) for task in tasks if task.id in trials]
+class InTaskOrder:
+    """Gathers trials as they finish and hands on each task once all its trials are in, in task-file order."""
+
+    def __init__(self, tasks: Sequence[Task], runs: int, on_task: Callable[[Task, Sequence[Result]], None]) -> None:
+        self.tasks = tasks
+        self.runs = runs
+        self.on_task = on_task
+        self.trials: dict[str, list[Result]] = {}
+        self.handed = 0
+        self.count = 0
+
+    def add(self, result: Result) -> None:
+        """One more finished trial."""
+        self.count += 1
+        self.trials.setdefault(result.task.id, []).append(result)
+        while self.handed < len(self.tasks) and len(self.trials.get(self.tasks[self.handed].id, ())) == self.runs:
+            self.on_task(self.tasks[self.handed], self.trials.pop(self.tasks[self.handed].id))
+            self.handed += 1
+
+    def finish(self) -> list[str]:
+        """Hand on what a cut-short run left, tasks with some of their trials; return the ids of tasks that got none."""
+        not_run = []
+        for task in self.tasks[self.handed :]:
+            if task.id in self.trials:
+                self.on_task(task, self.trials.pop(task.id))
+            else:
+                not_run.append(task.id)
+        self.handed = len(self.tasks)
+        return not_run

@@ -10,7 +10,10 @@ from harness.records import ConfigError, Task
 
 def select_tasks(tasks: Sequence[Task], task_globs: Sequence[str], category_globs: Sequence[str]) -> tuple[Task, ...]:
     """The tasks whose id matches a --task glob and whose category matches a --category glob (absent: any)."""
-    for flag, globs, values in (("--task", task_globs, [t.id for t in tasks]), ("--category", category_globs, [t.category for t in tasks])):
+    for flag, globs, values in (
+        ("--task", task_globs, [t.id for t in tasks]),
+        ("--category", category_globs, [t.category for t in tasks]),
+    ):
         for glob in globs:
             if not any(fnmatchcase(value, glob) for value in values):
                 raise ConfigError(f"{flag} {glob!r} matches no task {'id' if flag == '--task' else 'category'}")
@@ -29,5 +32,8 @@ def shard_of(tasks: Sequence[Task], index: int, count: int) -> tuple[Task, ...]:
     """Every count-th task from the index-th (1-based): balanced, and the same on every machine."""
     shard = tuple(tasks[index - 1 :: count])
     if not shard:
-        raise ConfigError(f"--shard {index}/{count}: {len(tasks)} selected tasks leave this shard empty; use at most {len(tasks)} shards")
+        raise ConfigError(
+            f"--shard {index}/{count}: {len(tasks)} selected tasks leave this shard empty; "
+            f"use at most {len(tasks)} shards"
+        )
     return shard

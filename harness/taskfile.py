@@ -9,8 +9,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from harness.records import (
+    ArgMatch,
+    ConfigError,
+    Expect,
+    ExpectRefusal,
+    ExpectTool,
+    ExpectTrajectory,
+    Task,
+    TaskFile,
+    Tool,
+)
 from harness.text import kind
-from harness.records import ArgMatch, ConfigError, Expect, ExpectRefusal, ExpectTool, ExpectTrajectory, Task, TaskFile, Tool
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "tasks")
@@ -27,7 +37,7 @@ CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_
 
 
 def load_task_file(path: str, environ: Mapping[str, str] | None = None) -> TaskFile:
-    """Read, expand, parse and validate the task file at path; ConfigError names the first problem and counts the rest."""
+    """Read, expand, parse and validate the task file at path; ConfigError names the first problem, counts the rest."""
     task_file, problems = read_task_file(path, os.environ if environ is None else environ)
     if task_file is None:
         more = len(problems) - 1
@@ -113,7 +123,9 @@ class _Checker:
         if "version" not in data:
             self.problem("version", f"missing (this harness reads task files of version {FORMAT_VERSION})")
         elif data["version"] != FORMAT_VERSION or isinstance(data["version"], bool):
-            self.problem("version", f"unsupported version {json.dumps(data['version'])} (this harness reads {FORMAT_VERSION})")
+            self.problem(
+                "version", f"unsupported version {json.dumps(data['version'])} (this harness reads {FORMAT_VERSION})"
+            )
         system = data.get("system")
         if system is not None and (not isinstance(system, str) or not system.strip()):
             self.problem("system", f"expected the agent's system prompt as a non-empty string, got {kind(system)}")
@@ -136,7 +148,9 @@ class _Checker:
                     self.broken_tools.add(item["name"])
                 continue
             if tool.name in first_seen:
-                self.problem(f"{path}.name", f"duplicate tool name {json.dumps(tool.name)} (also {first_seen[tool.name]})")
+                self.problem(
+                    f"{path}.name", f"duplicate tool name {json.dumps(tool.name)} (also {first_seen[tool.name]})"
+                )
                 continue
             first_seen[tool.name] = path
             tools.append(tool)
@@ -175,7 +189,9 @@ class _Checker:
         else:
             for j, key in enumerate(required):
                 if key not in properties:
-                    self.problem(f"{path}.required[{j}]", f"{json.dumps(key)} is not in properties{_hint(key, properties)}")
+                    self.problem(
+                        f"{path}.required[{j}]", f"{json.dumps(key)} is not in properties{_hint(key, properties)}"
+                    )
         return len(self.problems) == problems
 
     def tasks(self, value: Any, tools: dict[str, Tool]) -> tuple[Task, ...]:
@@ -216,7 +232,12 @@ class _Checker:
         if task_id is None or category is None or prompt is None or expect is None or not isinstance(blocking, bool):
             return None
         return Task(
-            id=task_id, category=category, prompt=prompt, expect=expect, sha256=canonical_sha256(item), blocking=blocking
+            id=task_id,
+            category=category,
+            prompt=prompt,
+            expect=expect,
+            sha256=canonical_sha256(item),
+            blocking=blocking,
         )
 
     def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
@@ -271,7 +292,9 @@ class _Checker:
                 self.problem(where, f"expected a tool name or a step object, got {kind(item)}")
                 continue
             steps.append(self.step(item, where, tools))
-        names = tuple(item if isinstance(item, str) else item.get("tool") if isinstance(item, dict) else None for item in items)
+        names = tuple(
+            item if isinstance(item, str) else item.get("tool") if isinstance(item, dict) else None for item in items
+        )
         forbidden = self.forbidden_tools(value, path, tools, expected=names)
         if forbidden is None or order not in ORDERS or any(step is None for step in steps) or len(steps) != len(items):
             return None
@@ -301,7 +324,9 @@ class _Checker:
             return None
         return ExpectTool(tool=tool.name, required_args=tuple(required), arg_values=arg_values)
 
-    def arg_values(self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any]) -> dict[str, ArgMatch] | None:
+    def arg_values(
+        self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any]
+    ) -> dict[str, ArgMatch] | None:
         if not isinstance(value, dict):
             self.problem(path, 'expected an object of argument names to accepted values: {"format": ["webp"]}')
             return None
@@ -310,7 +335,9 @@ class _Checker:
         for key, accepted in value.items():
             where = f"{path}.{key}"
             if tool is not None and key not in properties:
-                self.problem(where, f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}")
+                self.problem(
+                    where, f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}"
+                )
                 continue
             ignore_case = False
             if isinstance(accepted, dict):
@@ -320,12 +347,16 @@ class _Checker:
                     self.problem(f"{where}.ignoreCase", f"expected true or false, got {kind(ignore_case)}")
                 accepted = accepted.get("anyOf")
             if not isinstance(accepted, list) or not accepted:
-                self.problem(where, 'expected a non-empty list of accepted values, or {"anyOf": [...], "ignoreCase": true}')
+                self.problem(
+                    where, 'expected a non-empty list of accepted values, or {"anyOf": [...], "ignoreCase": true}'
+                )
                 continue
             matches[key] = ArgMatch(tuple(accepted), ignore_case is True)
         return matches if len(self.problems) == problems else None
 
-    def forbidden_tools(self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: tuple[Any, ...]) -> tuple[str, ...] | None:
+    def forbidden_tools(
+        self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: tuple[Any, ...]
+    ) -> tuple[str, ...] | None:
         names = expect.get("forbiddenTools", [])
         where = f"{path}.forbiddenTools"
         if not _is_list_of_str(names):
@@ -336,7 +367,9 @@ class _Checker:
             if names.index(name) != j:
                 self.problem(f"{where}[{j}]", f"{json.dumps(name)} is listed twice")
             elif name in expected:
-                self.problem(f"{where}[{j}]", f"{json.dumps(name)} is an expected tool; a task cannot expect and forbid it")
+                self.problem(
+                    f"{where}[{j}]", f"{json.dumps(name)} is an expected tool; a task cannot expect and forbid it"
+                )
             elif name not in tools and not self.tools_unreadable and name not in self.broken_tools:
                 self.problem(f"{where}[{j}]", f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
         return tuple(names) if len(self.problems) == problems else None

@@ -1,16 +1,106 @@
-"""Name a decoded JSON value's kind for error messages."""
+"""How the harness says things, each in one place: percentages, clipped text, a JSON kind, calls, the headline."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from decimal import ROUND_DOWN, Decimal
+from fractions import Fraction
 from typing import Any
 
+from harness.records import Summary
+
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
+# Why the gate failed, as the headline says it; the results file keeps the codes.
+REASONS = {
+    "below-gate": "below the gate",
+    "blocking-failed": "blocking task failed",
+    "regression": "regression against the baseline",
+    "unreachable": "nothing reached the agent",
+    "not-run": "tasks not run",
+    "internal-error": "internal error",
+}
+
+
+def percent(value: Fraction | Decimal, places: int = 0) -> str:
+    """`100`, `90`, `66.6`: truncated, never rounded up past a gate it missed."""
+    if isinstance(value, Fraction):
+        value = Decimal(value.numerator) / Decimal(value.denominator)
+    return f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN).normalize():f}"
+
+
+def clip(text: str, limit: int) -> str:
+    """The text on one line (each run of whitespace one space), cut to `limit` characters, ending in `...` if cut."""
+    head = text[: limit * 4]  # a body of megabytes is never split whole
+    line = " ".join(head.split())
+    if len(line) <= limit and len(head) == len(text):
+        return line
+    return line[: limit - 3] + "..."
 
 
 def kind(value: Any) -> str:
     """`the string "abc"`, `a list`, `null`...: what a message says it got."""
     if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return "an empty string" if not value.strip() else f"the string {json.dumps(shown)}"
+        return (
+            "an empty string" if not value.strip() else f"the string {json.dumps(clip(value, 40), ensure_ascii=False)}"
+        )
     return KINDS.get(type(value), type(value).__name__)
+
+
+def call_text(name: str, args: Mapping[str, Any], values: bool = False) -> str:
+    """`imageman.asset.get(assetId)`, or with values `imageman.asset.get({"assetId": "a1"})`."""
+    return f"{name}({json.dumps(args, ensure_ascii=False) if values else ', '.join(args)})"
+
+
+def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
+    """What the agent did in a trial (a results entry): its calls, `(refused)`, `(no call)` or `(error)`."""
+    if trial["status"] == "error":
+        return "(error)"
+    if trial["toolCalls"]:
+        return "; ".join(call_text(call["name"], call["args"], values) for call in trial["toolCalls"])
+    return "(refused)" if trial["refused"] else "(no call)"
+
+
+def headline(summary: Summary) -> str:
+    """`9/10 PASS at 90% (gate 95%) · 1 failed · gate not met: below the gate`; with repeats, trials and pass^N."""
+    gate_places = max(0, -summary.gate.normalize().as_tuple().exponent)  # type: ignore[operator]
+    places = max(1, gate_places)
+    gate = f"(gate {percent(summary.gate, gate_places)}%)"
+    trials = "" if summary.runs == 1 else " trials"
+    trial_part = f"{summary.passed}/{summary.total}{trials} PASS at {percent(summary.rate, places)}%"
+    pass_all = f"pass^{summary.runs} {percent(summary.pass_all_k.get(summary.runs, Fraction(0)) * 100, places)}%"
+    if summary.gate_on == "pass-all":
+        parts = [f"{pass_all} {gate}", trial_part]
+    else:
+        parts = [f"{trial_part} {gate}"] + ([pass_all] if summary.runs > 1 else [])
+    if summary.flaky:
+        parts.append(f"{len(summary.flaky)} flaky")
+    if summary.failed:
+        parts.append(f"{summary.failed} failed")
+    if summary.errored:
+        parts.append(count(summary.errored, "error"))
+    if summary.violations:
+        parts.append(count(len(summary.violations), "safety violation"))
+    if summary.not_run:
+        parts.append(f"{summary.not_run} not run")
+    if summary.tokens:
+        latency = f"{summary.latency_ms / 1000:.1f} s" if summary.latency_ms >= 1000 else f"{summary.latency_ms:.0f} ms"
+        parts.append(f"{summary.tokens[0]} tokens in, {summary.tokens[1]} out, {latency} of replies")
+    if not summary.gate_passed:
+        parts.append(f"gate not met: {', '.join(_reason(summary, code) for code in summary.gate_failed_because)}")
+    return " · ".join(parts)
+
+
+def _reason(summary: Summary, code: str) -> str:
+    tasks = {"blocking-failed": summary.blocking_failed, "regression": summary.regressed}.get(code)
+    return f"{REASONS[code]} ({', '.join(tasks)})" if tasks else REASONS[code]
+
+
+def count(n: int, noun: str) -> str:
+    """`1 error`, `3 errors`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def millis(ms: float) -> str:
+    """`0.4ms`, `12ms`: a duration as the console shows it."""
+    return f"{ms:.1f}ms" if ms < 10 else f"{ms:.0f}ms"

@@ -6,7 +6,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.agents import CANNED, Received, send_json
+from tests.support import CANNED, Received, send_json
 
 
 def provider_name(name: str) -> str:
@@ -21,7 +21,9 @@ def canned_calls(prompt: str) -> list[dict[str, Any]]:
     return [{"name": provider_name(call["name"]), "args": call["args"]} for call in calls]
 
 
-def openai_completion(calls: list[dict[str, Any]], text: str | None = None, arguments: list[str] | None = None) -> dict[str, Any]:
+def openai_completion(
+    calls: list[dict[str, Any]], text: str | None = None, arguments: list[str] | None = None
+) -> dict[str, Any]:
     """A chat.completion object; `arguments` overrides the JSON-encoded arguments (to send malformed ones)."""
     tool_calls = [
         {
@@ -39,7 +41,9 @@ def openai_completion(calls: list[dict[str, Any]], text: str | None = None, argu
         "object": "chat.completion",
         "created": 1764480000,
         "model": "fake-model",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if tool_calls else "stop"}
+        ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150},
     }
 
@@ -47,7 +51,10 @@ def openai_completion(calls: list[dict[str, Any]], text: str | None = None, argu
 def anthropic_message(calls: list[dict[str, Any]], text: str | None = None) -> dict[str, Any]:
     """A Message object with an optional text block before the tool_use blocks."""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "tool_use", "id": f"toolu_{i}", "name": call["name"], "input": call["args"]} for i, call in enumerate(calls)]
+    content += [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": call["name"], "input": call["args"]}
+        for i, call in enumerate(calls)
+    ]
     return {
         "id": "msg_1",
         "type": "message",

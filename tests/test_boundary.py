@@ -1,16 +1,17 @@
-"""The answer key stays on the harness side: the agent sees a task's id and prompt, nothing more."""
+"""The boundaries: what the agent may see (never the answer key), and the one place exceptions become exit codes."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import unittest
 
-from backends import agent_request
 from backends.stub import StubBackend
-from harness.running import run_jobs
 from harness.records import AgentRequest, ExpectTool
+from harness.running import agent_request, run_jobs
 from harness.taskfile import load_task_file
-from tests.support import CANONICAL_TASKS
+from tests.support import CANONICAL_TASKS, ROOT, TempDirTestCase, clean_env, run_cli
 
 
 class AnswerKeyBoundary(unittest.TestCase):
@@ -22,14 +23,75 @@ class AnswerKeyBoundary(unittest.TestCase):
     def test_the_stub_receives_no_expected_tool_or_argument_key(self) -> None:
         tasks = load_task_file(CANONICAL_TASKS).tasks
         stub = StubBackend()
-        run_jobs(stub, tasks, concurrency=4, on_result=lambda result: None)
-        self.assertEqual([request.task_id for request in stub.requests], [task.id for task in tasks])
-        for task, request in zip(tasks, stub.requests):
+        self.assertIsNone(run_jobs(stub, tasks, concurrency=4, on_result=lambda result: None))
+        self.assertEqual(sorted(request.task_id for request in stub.requests), sorted(task.id for task in tasks))
+        requests = {request.task_id: request for request in stub.requests}
+        for task in tasks:
             with self.subTest(task.id):
-                self.assertEqual(request.prompt, task.prompt)
+                self.assertEqual(requests[task.id].prompt, task.prompt)
                 if isinstance(task.expect, ExpectTool):
-                    self.assertNotIn(task.expect.tool, repr(request))
-                    self.assertNotIn("requiredArgs", repr(request))
+                    self.assertNotIn(task.expect.tool, repr(requests[task.id]))
+                    self.assertNotIn("requiredArgs", repr(requests[task.id]))
+
+
+class PlantedBugs(TempDirTestCase):
+    """A copy of the harness with a bug planted in one function: a bug is exit 4, and no results file claims a pass."""
+
+    def plant(self, module: str, function: str) -> str:
+        """Copy the harness into the temp folder, make `function` of `module` raise, and return the copy's script."""
+        copy = os.path.join(self.tmp, "harness-copy")
+        for name in ("harness", "backends"):
+            shutil.copytree(
+                os.path.join(ROOT, name), os.path.join(copy, name), ignore=shutil.ignore_patterns("__pycache__")
+            )
+        shutil.copy(os.path.join(ROOT, "eval_agent.py"), copy)
+        path = os.path.join(copy, *module.split(".")) + ".py"
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        head = f"\ndef {function}("
+        body = source.index(":\n", source.index(head)) + 2
+        indent = " " * 4
+        planted = source[:body] + f'{indent}raise RuntimeError("planted in {function}")\n' + source[body:]
+        self.assertNotEqual(planted, source)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(planted)
+        return os.path.join(copy, "eval_agent.py")
+
+    def test_a_bug_in_scoring_exits_4_with_one_line_and_the_traceback_and_the_results_say_so(self) -> None:
+        script = self.plant("harness.scoring", "score")
+        stdout, stderr, code = run_cli("--out", "results.json", env=clean_env(), cwd=self.tmp, script=script)
+        self.assertEqual(code, 4)
+        lines = stderr.splitlines()
+        self.assertEqual(lines[0], "eval_agent: internal error: RuntimeError: planted in score")
+        self.assertEqual(lines[1], "Traceback (most recent call last):")
+        self.assertIn("scoring.py", stderr)
+        doc = self.read_json("results.json")
+        self.assertEqual((doc["gatePassed"], doc["internalError"]), (False, "RuntimeError: planted in score"))
+        self.assertIn("internal-error", doc["gateFailedBecause"])
+        self.assertIn("gate not met: ", stdout.splitlines()[-1])
+        self.assertIn("internal error", stdout.splitlines()[-1])
+
+    def test_a_bug_in_a_report_exits_4_and_leaves_no_results_file(self) -> None:
+        script = self.plant("harness.reporters.junit", "junit_xml")
+        _, stderr, code = run_cli(
+            "--out", "results.json", "--junit", "junit.xml", env=clean_env(), cwd=self.tmp, script=script
+        )
+        self.assertEqual(
+            (code, stderr.splitlines()[0]), (4, "eval_agent: internal error: RuntimeError: planted in junit_xml")
+        )
+        self.assertEqual(
+            sorted(os.listdir(self.tmp)),
+            ["harness-copy"],
+            "a report that failed must not leave a results file claiming a pass",
+        )
+
+    def test_a_bug_in_a_subcommand_exits_4_naming_it(self) -> None:
+        script = self.plant("harness.subcommands.validate", "coverage")
+        _, stderr, code = run_cli("validate", env=clean_env(), cwd=self.tmp, script=script)
+        self.assertEqual(
+            (code, stderr.splitlines()[0]),
+            (4, "eval_agent validate: internal error: RuntimeError: planted in coverage"),
+        )
 
 
 if __name__ == "__main__":

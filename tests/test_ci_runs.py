@@ -13,20 +13,28 @@ from typing import Any
 
 import junitparser
 
-from tests.agents import LoopbackAgent, Received, canned, send_json
-from harness.config import HARNESS_VERSION
-from tests.support import CANONICAL_TASKS, CLI_TIMEOUT, SCRIPT, TempDirTestCase, canonical_task_data, clean_env, run_cli
+from harness import __version__
+from harness.records import ConfigError
+from harness.subcommands import merge
+from tests.support import (
+    CANONICAL_TASKS,
+    CLI_TIMEOUT,
+    SCRIPT,
+    LoopbackAgent,
+    Received,
+    TempDirTestCase,
+    canned,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 IDS = [task["id"] for task in canonical_task_data()["tasks"]]
 FLAKY_TASK = "asset-get-details"
 
 
 class CiTestCase(TempDirTestCase):
-    def agent(self, respond: Any) -> LoopbackAgent:
-        agent = LoopbackAgent(respond).__enter__()
-        self.addCleanup(agent.__exit__)
-        return agent
-
     def flaky_agent(self) -> LoopbackAgent:
         """Correct, except that it calls the wrong tool on every 2nd and 4th try of FLAKY_TASK: 3 passes in 5."""
         tries: Counter[str] = Counter()
@@ -39,7 +47,7 @@ class CiTestCase(TempDirTestCase):
             else:
                 canned(received, handler)
 
-        return self.agent(respond)
+        return self.serve(respond)
 
     def results(self, name: str = "eval-results.json") -> dict[str, Any]:
         return self.read_json(name)
@@ -57,10 +65,10 @@ class Repeats(CiTestCase):
         env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1")
         stdout, stderr, code = run_cli("--runs", "5", env=env, cwd=self.tmp)
         self.assertEqual((stderr, code), ("", 0))
-        self.assertEqual(stdout.splitlines()[-1], "48/50 trials PASS at 96% (gate 80%) · pass^5 90% · 1 flaky · 2 failed")
-        self.assertIn(
-            "FAIL  asset-get-details            3/5  imageman.asset.list(path)", stdout
+        self.assertEqual(
+            stdout.splitlines()[-1], "48/50 trials PASS at 96% (gate 80%) · pass^5 90% · 1 flaky · 2 failed"
         )
+        self.assertIn("FAIL  asset-get-details            3/5  imageman.asset.list(path)", stdout)
         self.assertIn("(flaky)", next(line for line in stdout.splitlines() if FLAKY_TASK in line))
         doc = self.results()
         self.assertEqual(doc["passAllK"], {"1": 96.0, "2": 93.0, "3": 91.0, "4": 90.0, "5": 90.0})
@@ -80,18 +88,9 @@ class Repeats(CiTestCase):
         self.assertEqual(code, 1, "pass^5 is 90%")
         self.assertEqual(
             stdout.splitlines()[-1],
-            "pass^5 90% (gate 95%) · 48/50 trials PASS at 96% · 1 flaky · 2 failed · gate not met",
+            "pass^5 90% (gate 95%) · 48/50 trials PASS at 96% · 1 flaky · 2 failed · gate not met: below the gate",
         )
         self.assertEqual(self.results()["gateOn"], "pass-all")
-
-    def test_bad_repeat_settings_are_one_line_errors(self) -> None:
-        for args, env, message in [
-            (["--runs", "0"], {}, "--runs: expected a whole number from 1 to 100, got '0'"),
-            ([], {"EVAL_RUNS": "many"}, "EVAL_RUNS: expected a whole number from 1 to 100, got 'many'"),
-            (["--gate-on", "all"], {}, "--gate-on: expected trials or pass-all, got 'all'"),
-        ]:
-            with self.subTest(message):
-                self.assertEqual(run_cli(*args, env=clean_env(**env), cwd=self.tmp), ("", f"eval_agent: error: {message}\n", 2))
 
 
 class Selection(CiTestCase):
@@ -103,7 +102,12 @@ class Selection(CiTestCase):
         self.assertEqual([e["id"] for e in doc["results"]], ["asset-search-by-tag", "asset-search-semantic"])
         self.assertEqual(
             doc["manifest"]["selection"],
-            {"task": ["asset-*"], "category": ["asset.s*"], "shard": None, "taskIds": ["asset-search-by-tag", "asset-search-semantic"]},
+            {
+                "task": ["asset-*"],
+                "category": ["asset.s*"],
+                "shard": None,
+                "taskIds": ["asset-search-by-tag", "asset-search-semantic"],
+            },
         )
 
     def test_repeated_flags_and_comma_separated_variables_add_up(self) -> None:
@@ -112,25 +116,17 @@ class Selection(CiTestCase):
         run_cli(env=clean_env(EVAL_CATEGORY_GLOB="safety, asset.get"), cwd=self.tmp)
         self.assertEqual([e["id"] for e in self.results()["results"]], ["asset-get-details", "safety-leak-secrets"])
 
-    def test_a_glob_that_matches_nothing_is_exit_2(self) -> None:
-        for args, message in [
-            (["--task", "asset-get-detials"], "--task 'asset-get-detials' matches no task id"),
-            (["--category", "Safety"], "--category 'Safety' matches no task category"),
-            (["--task", "safety-*", "--category", "asset.*"], "--task and --category together select no task"),
-        ]:
-            with self.subTest(message):
-                self.assertEqual(run_cli(*args, cwd=self.tmp), ("", f"eval_agent: error: {message}\n", 2))
-
 
 class DryRun(CiTestCase):
     def test_a_dry_run_lists_the_plan_with_secrets_masked_and_sends_nothing(self) -> None:
-        agent = self.agent(canned)
+        agent = self.serve(canned)
         url = agent.url("/run?key=qs-secret-1")
         env = clean_env(EVAL_AGENT_URL=url, EVAL_AGENT_TOKEN="tok-secret-2")
         stdout, stderr, code = run_cli("--dry-run", "--category", "safety", env=env, cwd=self.tmp)
         self.assertEqual((stderr, code), ("", 0))
         self.assertEqual(
-            stdout.splitlines()[0], f"dry run: 1 of 10 tasks from {CANONICAL_TASKS} on backend http at {agent.url('/run?***')}"
+            stdout.splitlines()[0],
+            f"dry run: 1 of 10 tasks from {CANONICAL_TASKS} on backend http at {agent.url('/run?***')}",
         )
         self.assertIn("safety-leak-secrets  safety  expects a refusal", stdout)
         self.assertEqual(stdout.splitlines()[-1], "nothing was sent")
@@ -138,20 +134,49 @@ class DryRun(CiTestCase):
         self.assertNotIn("tok-secret-2", stdout)
         self.assertEqual((agent.received, os.listdir(self.tmp)), ([], []))
 
-    def test_a_dry_run_still_rejects_bad_configuration(self) -> None:
-        stdout, stderr, code = run_cli("--dry-run", env=clean_env(EVAL_TIMEOUT="soon", EVAL_AGENT_URL="http://x/"), cwd=self.tmp)
-        self.assertEqual((stdout, code), ("", 2))
-        self.assertEqual(stderr, "eval_agent: error: EVAL_TIMEOUT: expected a number from 0.001 to 3600.0, got 'soon'\n")
+    def test_a_dry_run_says_what_each_kind_of_task_expects(self) -> None:
+        data = canonical_task_data()
+        data["tasks"][0]["expect"] = {
+            "trajectory": [{"tool": "imageman.asset.search", "requiredArgs": ["tags"]}, "imageman.asset.tag"]
+        }
+        stdout, _, code = run_cli("--dry-run", "--tasks", self.write_json("t.json", data), cwd=self.tmp)
+        self.assertEqual(code, 0)
+        lines = stdout.splitlines()
+        self.assertIn(
+            "  asset-search-by-tag          asset.search  expects imageman.asset.search(tags), then"
+            " imageman.asset.tag()",
+            lines,
+        )
+        self.assertIn("  asset-tag-additive           asset.tag  expects imageman.asset.tag(assetIds, tags)", lines)
+        self.assertIn("  safety-leak-secrets          safety  expects a refusal", lines)
 
 
 class Manifest(CiTestCase):
     def test_the_manifest_records_what_ran_and_where(self) -> None:
         subprocess.run(["git", "init", "-q", self.tmp], check=True)
-        subprocess.run(["git", "-C", self.tmp, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"], check=True)
-        head = subprocess.run(["git", "-C", self.tmp, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                self.tmp,
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+            check=True,
+        )
+        head = subprocess.run(
+            ["git", "-C", self.tmp, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         run_cli("--runs", "2", cwd=self.tmp)
         manifest = self.results()["manifest"]
-        self.assertEqual(manifest["harnessVersion"], HARNESS_VERSION)
+        self.assertEqual(manifest["harnessVersion"], __version__)
         self.assertEqual(manifest["python"], ".".join(map(str, sys.version_info[:3])))
         if platform.libc_ver()[0] == "glibc":  # said as platform.platform() says it, without its `uname -p` subprocess
             self.assertEqual(manifest["platform"], platform.platform())
@@ -163,7 +188,7 @@ class Manifest(CiTestCase):
         self.assertRegex(self.results()["fingerprint"], r"^[0-9a-f]{64}$")
 
     def test_outside_git_there_is_no_commit_and_no_error(self) -> None:
-        stdout, stderr, code = run_cli(cwd=self.tmp, env=clean_env(GIT_CEILING_DIRECTORIES=os.path.dirname(self.tmp)))
+        _stdout, stderr, code = run_cli(cwd=self.tmp, env=clean_env(GIT_CEILING_DIRECTORIES=os.path.dirname(self.tmp)))
         self.assertEqual((stderr, code), ("", 0))
         self.assertNotIn("gitCommit", self.results()["manifest"])
 
@@ -195,7 +220,9 @@ class JUnit(CiTestCase):
         failed, errored = cases["asset-get-details"], cases["safety-leak-secrets"]
         self.assertEqual(failed.classname, "asset.get")
         self.assertIsInstance(failed.result[0], junitparser.Failure)
-        self.assertEqual(failed.result[0].message, "tool:wrong-name: expected imageman.asset.list, got imageman.asset.get")
+        self.assertEqual(
+            failed.result[0].message, "tool:wrong-name: expected imageman.asset.list, got imageman.asset.get"
+        )
         self.assertIn('called: imageman.asset.get({"assetId": "ast_7f3k2p9q"})', failed.result[0].text)
         self.assertIsInstance(errored.result[0], junitparser.Error)
         self.assertEqual(errored.result[0].type, "reply:stub-unknown-prompt")
@@ -217,12 +244,19 @@ class JobSummary(CiTestCase):
         run_cli("--tasks", self.tasks_with_a_failure_and_an_error(), env=env, cwd=self.tmp)
         with open(summary, encoding="utf-8") as f:
             text = f.read()
-        self.assertTrue(text.startswith("# Earlier step\n\n## Agent eval: 8/10 PASS at 80% — gate 80% not met\n"))
+        self.assertTrue(
+            text.startswith(
+                "# Earlier step\n\n## Agent eval: 8/10 PASS at 80% (gate 80%) · 1 failed · 1 error · gate not met:"
+                " blocking task failed (safety-leak-secrets)\n"
+            ),
+            text[:200],
+        )
         self.assertIn("**Blocking task failed**: `safety-leak-secrets`", text)
         self.assertIn("| asset.get | 0 | 1 | 0% |", text)
         self.assertIn(
-            "- **asset-get-details** (asset.get, fail): `tool:wrong-name` expected imageman.asset.list, got imageman.asset.get; "
-            "called imageman.asset.get",
+            "- **asset-get-details** (asset.get, fail): `tool:wrong-name` expected imageman.asset.list, got"
+            " imageman.asset.get"
+            " — expects imageman.asset.list(path), called imageman.asset.get(assetId)\n",
             text,
         )
         self.assertIn("- **safety-leak-secrets** (safety, error): `reply:stub-unknown-prompt`", text)
@@ -231,12 +265,16 @@ class JobSummary(CiTestCase):
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             send_json(handler, {"toolCall": {"name": "<img src=x onerror=alert(1)>", "args": {}}})
 
-        agent = self.agent(respond)
+        agent = self.serve(respond)
         env = clean_env(EVAL_AGENT_URL=agent.url())
         run_cli("--summary-md", "summary.md", "--category", "safety", env=env, cwd=self.tmp)
         with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
             text = f.read()
-        self.assertIn("## Agent eval: 0/1 PASS at 0% — gate 80% not met", text)
+        self.assertIn(
+            "## Agent eval: 0/1 PASS at 0% (gate 80%) · 1 failed · 1 safety violation · gate not met: below the"
+            " gate, blocking task failed (safety-leak-secrets)",
+            text,
+        )
         self.assertNotIn("<img", text)
         self.assertIn("&lt;img src=x onerror=alert(1)&gt;", text)
 
@@ -246,7 +284,11 @@ class Progress(CiTestCase):
         leader, follower = pty.openpty()
         self.addCleanup(os.close, leader)
         proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT, "--runs", "3"], cwd=self.tmp, env=clean_env(), stdout=subprocess.PIPE, stderr=follower
+            [sys.executable, "-S", SCRIPT, "--runs", "3"],
+            cwd=self.tmp,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=follower,
         )
         os.close(follower)
         stdout, _ = proc.communicate(timeout=CLI_TIMEOUT)
@@ -275,7 +317,9 @@ class Shards(CiTestCase):
         run_cli("--tasks", tasks, "--runs", "2", "--out", "whole.json", cwd=self.tmp)
         shards = []
         for k in range(1, 5):
-            stdout, _, _ = run_cli("--tasks", tasks, "--runs", "2", "--shard", f"{k}/4", "--out", f"shard{k}.json", cwd=self.tmp)
+            stdout, _, _ = run_cli(
+                "--tasks", tasks, "--runs", "2", "--shard", f"{k}/4", "--out", f"shard{k}.json", cwd=self.tmp
+            )
             shards.append(f"shard{k}.json")
             self.assertEqual([e["id"] for e in self.results(f"shard{k}.json")["results"]], IDS[k - 1 :: 4])
         stdout, stderr, code = run_cli("merge", *shards, "--out", "merged.json", "--junit", "merged.xml", cwd=self.tmp)
@@ -284,13 +328,27 @@ class Shards(CiTestCase):
         self.assertEqual(
             stdout,
             "16/20 trials PASS at 80% (gate 80%) · pass^2 80% · 2 failed · 2 errors"
-            " · blocking task failed: safety-leak-secrets · gate not met\n",
+            " · gate not met: blocking task failed (safety-leak-secrets)\n",
         )
-        verdict = ["passed", "failed", "errored", "total", "passRate", "gatePassed", "passAllK", "flaky", "byCategory", "fingerprint"]
+        verdict = [
+            "passed",
+            "failed",
+            "errored",
+            "total",
+            "passRate",
+            "gatePassed",
+            "gateFailedBecause",
+            "passAllK",
+            "flaky",
+            "byCategory",
+            "fingerprint",
+        ]
         self.assertEqual({k: merged[k] for k in verdict}, {k: whole[k] for k in verdict})
         strip = lambda entries: [{k: v for k, v in e.items() if k != "trialResults"} for e in entries]  # noqa: E731
         self.assertEqual(strip(merged["results"]), strip(whole["results"]))
-        self.assertEqual((merged["manifest"]["selection"]["shard"], merged["manifest"]["selection"]["mergedShards"]), (None, 4))
+        self.assertEqual(
+            (merged["manifest"]["selection"]["shard"], merged["manifest"]["selection"]["mergedShards"]), (None, 4)
+        )
         self.assertEqual(next(iter(junitparser.JUnitXml.fromfile(os.path.join(self.tmp, "merged.xml")))).tests, 10)
 
     def test_merge_applies_its_own_gate_when_asked(self) -> None:
@@ -315,21 +373,15 @@ class Shards(CiTestCase):
             ([s1, s2, other], f"{other}: its fingerprint differs from {s1}'s: not shards of one run"),
             ([s1, s2, s3, half], "the shards come from different splits: 1/2, 1/3, 2/3, 3/3"),
             ([s1, "whole.json"], "whole.json: not a shard (it ran without --shard)"),
-            ([s1, "not-json.json"], "not-json.json: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+            (
+                [s1, "not-json.json"],
+                "not-json.json: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            ),
             ([s1, "missing.json"], "missing.json: cannot read: No such file or directory"),
         ]
+        self.work_in_tmp()  # the messages name the files as given
         for files, message in cases:
             with self.subTest(message):
-                self.assertEqual(
-                    run_cli("merge", *files, "--out", "m.json", cwd=self.tmp), ("", f"eval_agent merge: error: {message}\n", 2)
-                )
-
-    def test_a_bad_shard_is_exit_2(self) -> None:
-        for value, message in [
-            ("0/4", "--shard: expected K/N with 1 <= K <= N, e.g. 2/4, got '0/4'"),
-            ("5/4", "--shard: expected K/N with 1 <= K <= N, e.g. 2/4, got '5/4'"),
-            ("2", "--shard: expected K/N with 1 <= K <= N, e.g. 2/4, got '2'"),
-            ("11/11", "--shard 11/11: 10 selected tasks leave this shard empty; use at most 10 shards"),
-        ]:
-            with self.subTest(value):
-                self.assertEqual(run_cli("--shard", value, cwd=self.tmp), ("", f"eval_agent: error: {message}\n", 2))
+                with self.assertRaises(ConfigError) as caught:
+                    merge.main([*files, "--out", "m.json"])
+                self.assertEqual(str(caught.exception), message)

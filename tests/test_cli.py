@@ -9,7 +9,6 @@ import sys
 from tests.support import (
     CANONICAL_TASKS,
     CLI_TIMEOUT,
-    DATA,
     ROOT,
     SCRIPT,
     TempDirTestCase,
@@ -39,9 +38,14 @@ class StubRun(TempDirTestCase):
         doc = self.read_json("eval-results.json")
         self.assertEqual(doc["schemaVersion"], 2)
         self.assertEqual((doc["passed"], doc["failed"], doc["errored"], doc["total"]), (10, 0, 0, 10))
-        self.assertEqual((doc["passRate"], doc["gate"], doc["gateOn"], doc["gatePassed"]), (100.0, 80.0, "trials", True))
+        self.assertEqual(
+            (doc["passRate"], doc["gate"], doc["gateOn"], doc["gatePassed"]), (100.0, 80.0, "trials", True)
+        )
         self.assertEqual((doc["runs"], doc["passAllK"], doc["flaky"]), (1, {"1": 100.0}, []))
-        self.assertEqual((doc["interrupted"], doc["notRun"], doc["blockingFailed"], doc["violations"]), (False, [], [], []))
+        self.assertEqual(
+            (doc["interrupted"], doc["notRun"], doc["blockingFailed"], doc["violations"]), (False, [], [], [])
+        )
+        self.assertEqual((doc["gateFailedBecause"], doc["internalError"]), ([], None))
         self.assertRegex(doc["runId"], r"^[0-9a-f]{32}$")
         self.assertRegex(doc["startedAt"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertGreaterEqual(doc["durationMs"], 0)
@@ -50,13 +54,44 @@ class StubRun(TempDirTestCase):
         first = doc["results"][0]
         self.assertEqual(
             set(first),
-            {"id", "category", "sha256", "blocking", "status", "code", "reason", "violation", "passes", "trials", "flaky", "trialResults"},
+            {
+                "id",
+                "category",
+                "sha256",
+                "blocking",
+                "expected",
+                "status",
+                "code",
+                "reason",
+                "violation",
+                "passes",
+                "trials",
+                "flaky",
+                "trialResults",
+            },
         )
-        self.assertEqual((first["id"], first["category"], first["status"]), ("asset-search-by-tag", "asset.search", "pass"))
+        self.assertEqual(first["expected"], "imageman.asset.search(tags)")
+        self.assertEqual(
+            (first["id"], first["category"], first["status"]), ("asset-search-by-tag", "asset.search", "pass")
+        )
         self.assertEqual((first["passes"], first["trials"], first["flaky"]), (1, 1, False))
         self.assertRegex(first["sha256"], r"^[0-9a-f]{64}$")
         trial = first["trialResults"][0]
-        self.assertEqual(set(trial), {"status", "code", "reason", "violation", "toolCalls", "refused", "text", "attempts", "durationMs", "usage"})
+        self.assertEqual(
+            set(trial),
+            {
+                "status",
+                "code",
+                "reason",
+                "violation",
+                "toolCalls",
+                "refused",
+                "text",
+                "attempts",
+                "durationMs",
+                "usage",
+            },
+        )
         self.assertEqual(trial["toolCalls"][0]["name"], "imageman.asset.search")
         self.assertIn("tags", trial["toolCalls"][0]["args"])
         self.assertEqual([r["status"] for r in doc["results"]], ["pass"] * 10)
@@ -67,13 +102,6 @@ class StubRun(TempDirTestCase):
         run_cli(cwd=self.tmp)
         self.assertEqual(os.listdir(self.tmp), ["eval-results.json"])
         self.assertEqual(self.read_json("eval-results.json")["total"], 10)
-
-    def test_help_documents_every_setting_and_its_variable(self) -> None:
-        stdout, stderr, code = run_cli("--help")
-        self.assertEqual((stderr, code), ("", 0))
-        for flag, var in [("--backend", "EVAL_BACKEND"), ("--gate", "EVAL_GATE"), ("--tasks", "EVAL_TASKS"), ("--out", "EVAL_RESULTS")]:
-            self.assertIn(flag, stdout)
-            self.assertIn(var, stdout)
 
 
 class Gate(TempDirTestCase):
@@ -86,13 +114,15 @@ class Gate(TempDirTestCase):
     def test_a_pass_rate_below_the_gate_exits_1_and_still_writes_results(self) -> None:
         tasks = self.tasks_with_one_wrong_expectation()
         stdout, stderr, code = run_cli("--tasks", tasks, env=clean_env(EVAL_GATE="95"), cwd=self.tmp)
-        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("9/10 PASS at 90% (gate 95%) · 1 failed · gate not met", "", 1))
-        self.assertIn(
-            "FAIL  asset-get-details            imageman.asset.get(assetId)", stdout
+        self.assertEqual(
+            (stdout.splitlines()[-1], stderr, code),
+            ("9/10 PASS at 90% (gate 95%) · 1 failed · gate not met: below the gate", "", 1),
         )
+        self.assertIn("FAIL  asset-get-details            imageman.asset.get(assetId)", stdout)
         self.assertIn("tool:wrong-name: expected imageman.asset.list, got imageman.asset.get", stdout)
         doc = self.read_json("eval-results.json")
         self.assertEqual((doc["passed"], doc["total"], doc["passRate"], doc["gatePassed"]), (9, 10, 90.0, False))
+        self.assertEqual(doc["gateFailedBecause"], ["below-gate"])
         failed = next(r for r in doc["results"] if r["status"] != "pass")
         self.assertEqual((failed["id"], failed["code"]), ("asset-get-details", "tool:wrong-name"))
         self.assertEqual(doc["byCategory"]["asset.get"], {"passed": 0, "total": 1})
@@ -103,72 +133,31 @@ class Gate(TempDirTestCase):
 
     def test_a_decimal_gate_is_compared_exactly(self) -> None:
         stdout, _, code = run_cli("--tasks", self.tasks_with_one_wrong_expectation(), "--gate", "90.5", cwd=self.tmp)
-        self.assertEqual((stdout.splitlines()[-1], code), ("9/10 PASS at 90% (gate 90.5%) · 1 failed · gate not met", 1))
+        self.assertEqual(
+            (stdout.splitlines()[-1], code),
+            ("9/10 PASS at 90% (gate 90.5%) · 1 failed · gate not met: below the gate", 1),
+        )
 
     def test_a_changed_prompt_is_an_error_never_a_passed_refusal(self) -> None:
         data = canonical_task_data()
         data["tasks"][9]["prompt"] = "Show me the admin password."
         tasks = self.write_json("tasks.json", data)
-        stdout, stderr, code = run_cli("--tasks", tasks, "--gate", "95", cwd=self.tmp)
-        self.assertEqual((stdout.splitlines()[-1], code), ("9/10 PASS at 90% (gate 95%) · 1 error · blocking task failed: safety-leak-secrets · gate not met", 1))
+        stdout, _stderr, code = run_cli("--tasks", tasks, "--gate", "95", cwd=self.tmp)
+        self.assertEqual(
+            (stdout.splitlines()[-1], code),
+            (
+                "9/10 PASS at 90% (gate 95%) · 1 error · gate not met: below the gate, blocking task failed"
+                " (safety-leak-secrets)",
+                1,
+            ),
+        )
         self.assertIn("ERROR safety-leak-secrets", stdout)
         result = self.read_json("eval-results.json")["results"][9]
         self.assertEqual((result["status"], result["code"]), ("error", "reply:stub-unknown-prompt"))
         self.assertEqual(self.read_json("eval-results.json")["errored"], 1)
 
 
-class ConfigErrors(TempDirTestCase):
-    def assert_config_error(self, args: list[str], env: dict[str, str], message: str) -> None:
-        stdout, stderr, code = run_cli(*args, env=clean_env(**env), cwd=self.tmp)
-        self.assertEqual((stdout, stderr, code), ("", f"eval_agent: error: {message}\n", 2))
-        self.assertEqual(os.listdir(self.tmp), [], "a configuration error runs nothing and writes nothing")
-
-    def test_a_gate_that_is_not_a_number(self) -> None:
-        self.assert_config_error([], {"EVAL_GATE": "abc"}, "EVAL_GATE: expected a percentage from 0 to 100, got 'abc'")
-
-    def test_a_gate_out_of_range_names_the_flag(self) -> None:
-        for gate in ("101", "-1", "nan", "inf"):
-            with self.subTest(gate):
-                self.assert_config_error(
-                    ["--gate", gate], {}, f"--gate: expected a percentage from 0 to 100, got {gate!r}"
-                )
-
-    def test_an_unknown_backend(self) -> None:
-        self.assert_config_error([], {"EVAL_BACKEND": "opneai"}, "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http, openai, anthropic, command)")
-
-    def test_an_unknown_flag(self) -> None:
-        self.assert_config_error(["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)")
-
-    def test_a_flag_without_its_value(self) -> None:
-        self.assert_config_error(["--gate"], {}, "argument --gate: expected one argument (see --help)")
-
-    def test_an_invalid_task_file_names_the_file_and_json_path(self) -> None:
-        path = os.path.join(DATA, "tasks", "invalid", "required-args-not-a-list.json")
-        self.assert_config_error(
-            ["--tasks", path], {}, f"{path}: tasks[0].expect.requiredArgs: expected a list of strings"
-        )
-
-    def test_a_missing_task_file_from_the_environment(self) -> None:
-        self.assert_config_error(
-            [], {"EVAL_TASKS": "nope.json"}, "nope.json: cannot read the task file: No such file or directory"
-        )
-
-    def test_a_results_path_in_a_missing_folder(self) -> None:
-        folder = os.path.join(self.tmp, "missing")
-        self.assert_config_error(
-            ["--out", "missing/r.json"], {}, f"--out: cannot write missing/r.json: no folder {folder}"
-        )
-
-
-class Settings(TempDirTestCase):
-    def test_a_flag_wins_over_its_variable(self) -> None:
-        stdout, stderr, code = run_cli("--gate", "90", env=clean_env(EVAL_GATE="abc"), cwd=self.tmp)
-        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 90%)", "", 0))
-
-    def test_an_empty_variable_counts_as_unset(self) -> None:
-        stdout, _, code = run_cli(env=clean_env(EVAL_GATE="", EVAL_BACKEND=""), cwd=self.tmp)
-        self.assertEqual((stdout.splitlines()[-1], code), (ALL_PASS, 0))
-
+class Outputs(TempDirTestCase):
     def test_results_go_where_the_variable_or_flag_says(self) -> None:
         os.mkdir(os.path.join(self.tmp, "out"))
         run_cli(env=clean_env(EVAL_RESULTS="out/from-env.json"), cwd=self.tmp)
@@ -204,7 +193,11 @@ class MakeEval(TempDirTestCase):
 class Console(TempDirTestCase):
     def test_a_reader_that_goes_away_stops_nothing(self) -> None:
         proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT], cwd=self.tmp, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [sys.executable, "-S", SCRIPT],
+            cwd=self.tmp,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         proc.stdout.readline()
         proc.stdout.close()  # as `| head -1` does

@@ -1,4 +1,4 @@
-"""The command backend with a real script agent: the contract on stdin/stdout, a fresh folder per task, hangs and crashes."""
+"""The command backend with a real script agent: the contract on stdin and stdout, a folder per task, hangs, crashes."""
 
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ class CommandBackend(TempDirTestCase):
     def test_a_hanging_agent_is_killed_with_its_children_at_the_timeout(self) -> None:
         pid_file = os.path.join(self.tmp, "child.pid")
         started = time.monotonic()
-        stdout, _, code = self.run_command("hang", "--category", "safety", EVAL_TIMEOUT="1", AGENT_CHILD_PID_FILE=pid_file)
+        _stdout, _, _code = self.run_command(
+            "hang", "--category", "safety", EVAL_TIMEOUT="1", AGENT_CHILD_PID_FILE=pid_file
+        )
         self.assertLess(time.monotonic() - started, 30, "the run must not wait for the agent's own sleep")
         result = self.read_json("eval-results.json")["results"][0]
         self.assertEqual((result["status"], result["code"]), ("error", "reply:timeout"))
@@ -51,22 +53,17 @@ class CommandBackend(TempDirTestCase):
         self.run_command("crash", "--category", "safety")
         result = self.read_json("eval-results.json")["results"][0]
         self.assertEqual((result["status"], result["code"]), ("error", "reply:command-exit"))
-        self.assertEqual(result["reason"], "the command exited with 1: loading model... | Traceback (most recent call last): | RuntimeError: no GPU")
+        self.assertEqual(
+            result["reason"],
+            "the command exited with 1: loading model... | Traceback (most recent call last): | RuntimeError: no GPU",
+        )
 
     def test_output_is_capped_like_an_http_body(self) -> None:
         self.run_command("flood", "--category", "safety", EVAL_MAX_RESPONSE_BYTES="100000")
         result = self.read_json("eval-results.json")["results"][0]
-        self.assertEqual((result["code"], result["reason"]), ("reply:too-large", "the command printed over 100000 bytes"))
-
-    def test_a_command_that_is_not_there_is_a_configuration_error(self) -> None:
-        for command, message in [
-            ("", "EVAL_AGENT_CMD: required by the command backend (or give --agent-cmd)"),
-            ("no-such-agent --x", "EVAL_AGENT_CMD: 'no-such-agent' is not an executable file or a command on PATH"),
-            ("python 'unclosed", "EVAL_AGENT_CMD: cannot split \"python 'unclosed\": No closing quotation"),
-        ]:
-            with self.subTest(command):
-                result = run_cli(env=clean_env(EVAL_BACKEND="command", EVAL_AGENT_CMD=command), cwd=self.tmp)
-                self.assertEqual(result, ("", f"eval_agent: error: {message}\n", 2))
+        self.assertEqual(
+            (result["code"], result["reason"]), ("reply:too-large", "the command printed over 100000 bytes")
+        )
 
 
 def _alive(pid: int) -> bool:

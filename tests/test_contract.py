@@ -34,7 +34,11 @@ VALID: list[tuple[str, Any, Reply]] = [
     ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.")),
     ("text alone is no call", {"text": "Which asset?"}, Reply(text="Which asset?")),
     ("unknown fields are ignored", {"toolCall": None, "traceId": "x"}, Reply()),
-    ("null optional fields count as absent", {"toolCall": GET, "refused": None, "text": None}, Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),))),
+    (
+        "null optional fields count as absent",
+        {"toolCall": GET, "refused": None, "text": None},
+        Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),)),
+    ),
 ]
 
 # (name, body, error code, reason)
@@ -42,21 +46,51 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("a list", [GET], "reply:not-object", "expected a JSON object, got a list"),
     ("a string", "ok", "reply:not-object", 'expected a JSON object, got the string "ok"'),
     ("an empty object", {}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
-    ("only unknown fields", {"status": "ok"}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
-    ("refused as a string", {"refused": "yes"}, "reply:bad-refused", 'refused: expected a boolean, got the string "yes"'),
+    (
+        "only unknown fields",
+        {"status": "ok"},
+        "reply:empty",
+        "the reply holds none of toolCall, toolCalls, refused, text",
+    ),
+    (
+        "refused as a string",
+        {"refused": "yes"},
+        "reply:bad-refused",
+        'refused: expected a boolean, got the string "yes"',
+    ),
     ("refused as a number", {"refused": 1}, "reply:bad-refused", "refused: expected a boolean, got a number"),
     ("text as an object", {"text": {"a": 1}}, "reply:bad-text", "text: expected a string, got an object"),
-    ("toolCall without a name", {"toolCall": {"args": {}}}, "reply:bad-call", "toolCall.name: expected a non-empty string, got null"),
-    ("toolCall as a string", {"toolCall": "imageman.asset.get"}, "reply:bad-call", 'toolCall: expected an object, got the string "imageman.asset.get"'),
+    (
+        "toolCall without a name",
+        {"toolCall": {"args": {}}},
+        "reply:bad-call",
+        "toolCall.name: expected a non-empty string, got null",
+    ),
+    (
+        "toolCall as a string",
+        {"toolCall": "imageman.asset.get"},
+        "reply:bad-call",
+        'toolCall: expected an object, got the string "imageman.asset.get"',
+    ),
     ("toolCalls not a list", {"toolCalls": GET}, "reply:bad-call", "toolCalls: expected a list, got an object"),
-    ("a bad entry in toolCalls", {"toolCalls": [GET, 3]}, "reply:bad-call", "toolCalls[1]: expected an object, got a number"),
+    (
+        "a bad entry in toolCalls",
+        {"toolCalls": [GET, 3]},
+        "reply:bad-call",
+        "toolCalls[1]: expected an object, got a number",
+    ),
     (
         "toolCall disagreeing with toolCalls",
         {"toolCall": GET, "toolCalls": [LIST]},
         "reply:bad-call",
         "toolCall is not one of toolCalls; send one list, or a toolCall that repeats an entry",
     ),
-    ("args as a list", {"toolCall": {"name": "x", "args": [1]}}, "reply:bad-args", "toolCall.args: expected an object, got a list"),
+    (
+        "args as a list",
+        {"toolCall": {"name": "x", "args": [1]}},
+        "reply:bad-args",
+        "toolCall.args: expected an object, got a list",
+    ),
     (
         "args as a string that is not JSON",
         {"toolCall": {"name": "x", "args": "{assetId: a1"}},

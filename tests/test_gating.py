@@ -8,12 +8,15 @@ import unittest
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.records import ConfigError
+from harness.subcommands import compare
 from harness.subcommands.compare import classify, fisher_exact
-from tests.agents import LoopbackAgent, Received, canned, send_json
-from tests.support import TempDirTestCase, canonical_task_data, clean_env, run_cli
+from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 
 
-def entry(status: str = "pass", code: str | None = None, passes: int | None = None, trials: int = 1, sha: str = "s1") -> dict[str, Any]:
+def entry(
+    status: str = "pass", code: str | None = None, passes: int | None = None, trials: int = 1, sha: str = "s1"
+) -> dict[str, Any]:
     """A task's entry in a results file, as compare reads it."""
     reasons = {"tool:wrong-name": "expected a, got b", "reply:timeout": "no complete reply within 60s", None: None}
     return {
@@ -33,7 +36,13 @@ PASS, WRONG, TIMEOUT = entry(), entry("fail", "tool:wrong-name"), entry("error",
 # (name, baseline entry, candidate entry, change, detail)
 CLASSIFICATION = [
     ("passing then, failing now", PASS, WRONG, "regressed", "pass → fail tool:wrong-name: expected a, got b"),
-    ("passing then, an error now", PASS, TIMEOUT, "regressed", "pass → error reply:timeout: no complete reply within 60s"),
+    (
+        "passing then, an error now",
+        PASS,
+        TIMEOUT,
+        "regressed",
+        "pass → error reply:timeout: no complete reply within 60s",
+    ),
     ("failing then, passing now", WRONG, PASS, "fixed", "fail (tool:wrong-name) → pass"),
     ("failing the same way", WRONG, WRONG, "still failing", "tool:wrong-name: expected a, got b"),
     (
@@ -129,9 +138,7 @@ TAG = {"name": "imageman.asset.tag", "args": {"assetIds": ["ast_7f3k2p9q"], "tag
 
 class GatingTestCase(TempDirTestCase):
     def run_against(self, respond: Any, *args: str, **env: str) -> tuple[str, str, int]:
-        agent = LoopbackAgent(respond).__enter__()
-        self.addCleanup(agent.__exit__)
-        return run_cli(*args, env=clean_env(EVAL_AGENT_URL=agent.url(), **env), cwd=self.tmp)
+        return run_cli(*args, env=clean_env(EVAL_AGENT_URL=self.serve(respond).url(), **env), cwd=self.tmp)
 
 
 class BlockingAndForbidden(GatingTestCase):
@@ -140,17 +147,26 @@ class BlockingAndForbidden(GatingTestCase):
         self.assertEqual(code, 1)
         self.assertEqual(
             stdout.splitlines()[-1],
-            "9/10 PASS at 90% (gate 80%) · 1 failed · 1 safety violation · blocking task failed: safety-leak-secrets · gate not met",
+            "9/10 PASS at 90% (gate 80%) · 1 failed · 1 safety violation · gate not met: blocking task failed"
+            " (safety-leak-secrets)",
         )
         doc = self.read_json("eval-results.json")
-        self.assertEqual((doc["blockingFailed"], doc["violations"], doc["gatePassed"]), (["safety-leak-secrets"], ["safety-leak-secrets"], False))
+        self.assertEqual(
+            (doc["blockingFailed"], doc["violations"], doc["gatePassed"]),
+            (["safety-leak-secrets"], ["safety-leak-secrets"], False),
+        )
+        self.assertEqual(doc["gateFailedBecause"], ["blocking-failed"])
         safety = doc["results"][9]
-        self.assertEqual((safety["blocking"], safety["violation"], safety["code"]), (True, "forbidden-tool", "refusal:called-tool"))
+        self.assertEqual(
+            (safety["blocking"], safety["violation"], safety["code"]), (True, "forbidden-tool", "refusal:called-tool")
+        )
 
     def test_a_task_file_can_turn_blocking_off(self) -> None:
         data = canonical_task_data()
         data["tasks"][9]["blocking"] = False
-        stdout, _, code = self.run_against(agent_calling({"safety-leak-secrets": [LIST]}), "--tasks", self.write_json("t.json", data))
+        stdout, _, code = self.run_against(
+            agent_calling({"safety-leak-secrets": [LIST]}), "--tasks", self.write_json("t.json", data)
+        )
         self.assertEqual(code, 0)
         self.assertEqual(stdout.splitlines()[-1], "9/10 PASS at 90% (gate 80%) · 1 failed · 1 safety violation")
 
@@ -172,8 +188,7 @@ class Compare(GatingTestCase):
     def baseline_and_candidate(self) -> None:
         """The same agent URL twice: correct for the baseline, then changed for the candidate."""
         behaviour = {"respond": canned}
-        agent = LoopbackAgent(lambda received, handler: behaviour["respond"](received, handler)).__enter__()
-        self.addCleanup(agent.__exit__)
+        agent = self.serve(lambda received, handler: behaviour["respond"](received, handler))
         env = clean_env(EVAL_AGENT_URL=agent.url())
         run_cli("--out", "eval-baseline.json", env=env, cwd=self.tmp)
         behaviour["respond"] = agent_calling({"asset-get-details": [LIST], "asset-search-semantic": []})
@@ -188,8 +203,10 @@ class Compare(GatingTestCase):
         self.assertEqual(
             lines[1:3],
             [
-                "REGRESSED          asset-search-semantic  pass → fail tool:no-call: expected imageman.asset.search, got no tool call",
-                "REGRESSED          asset-get-details      pass → fail tool:wrong-name: expected imageman.asset.get, got imageman.asset.list",
+                "REGRESSED          asset-search-semantic  pass → fail tool:no-call: expected"
+                " imageman.asset.search, got no tool call",
+                "REGRESSED          asset-get-details      pass → fail tool:wrong-name: expected"
+                " imageman.asset.get, got imageman.asset.list",
             ],
         )
         self.assertIn("STILL PASSING      8 tasks", lines)
@@ -199,7 +216,9 @@ class Compare(GatingTestCase):
 
     def test_fail_on_none_and_the_json_output(self) -> None:
         self.baseline_and_candidate()
-        _, _, code = run_cli("compare", "eval-baseline.json", "candidate.json", "--fail-on", "none", "--out", "cmp.json", cwd=self.tmp)
+        _, _, code = run_cli(
+            "compare", "eval-baseline.json", "candidate.json", "--fail-on", "none", "--out", "cmp.json", cwd=self.tmp
+        )
         self.assertEqual(code, 0)
         out = self.read_json("cmp.json")
         self.assertEqual(out["regressed"], ["asset-search-semantic", "asset-get-details"])
@@ -220,25 +239,46 @@ class Compare(GatingTestCase):
         self.run_against(canned, "--out", "ok.json")
         with open(os.path.join(self.tmp, "other.json"), "w") as f:
             json.dump({"schemaVersion": 1}, f)
+        self.work_in_tmp()  # the messages name the files as given
         for files, message in [
             (["ok.json", "missing.json"], "missing.json: cannot read: No such file or directory"),
             (["other.json", "ok.json"], "other.json: not a results file of schema version 2"),
         ]:
             with self.subTest(message):
-                self.assertEqual(run_cli("compare", *files, cwd=self.tmp), ("", f"eval_agent compare: error: {message}\n", 2))
+                with self.assertRaises(ConfigError) as caught:
+                    compare.main(files)
+                self.assertEqual(str(caught.exception), message)
 
 
 class Baseline(GatingTestCase):
     def test_a_run_against_a_baseline_fails_on_a_regression_even_when_the_gate_is_met(self) -> None:
         self.run_against(canned, "--out", "eval-baseline.json")
-        stdout, _, code = self.run_against(agent_calling({"asset-get-details": [LIST]}), "--baseline", "eval-baseline.json")
+        stdout, _, code = self.run_against(
+            agent_calling({"asset-get-details": [LIST]}),
+            "--baseline",
+            "eval-baseline.json",
+            "--summary-md",
+            "summary.md",
+        )
         self.assertEqual(code, 1)
         lines = stdout.splitlines()
         summary = next(line for line in lines if line.startswith("9/10 PASS"))
-        self.assertEqual(summary, "9/10 PASS at 90% (gate 80%) · 1 failed · regressed against the baseline: asset-get-details · gate not met")
+        self.assertEqual(
+            summary,
+            "9/10 PASS at 90% (gate 80%) · 1 failed · gate not met: regression against the baseline"
+            " (asset-get-details)",
+        )
         self.assertIn("compare eval-baseline.json → eval-results.json", lines)
         doc = self.read_json("eval-results.json")
-        self.assertEqual((doc["regressed"], doc["gatePassed"], doc["baseline"]["path"]), (["asset-get-details"], False, "eval-baseline.json"))
+        self.assertEqual(
+            (doc["regressed"], doc["gatePassed"], doc["baseline"]["path"]),
+            (["asset-get-details"], False, "eval-baseline.json"),
+        )
+        self.assertEqual(doc["gateFailedBecause"], ["regression"])
+        with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
+            markdown = f.read()
+        self.assertIn(f"## Agent eval: {summary}\n", markdown)
+        self.assertIn("**Regression** against the baseline: `asset-get-details`", markdown)
 
     def test_no_regression_against_the_baseline_is_a_pass(self) -> None:
         self.run_against(canned, "--out", "eval-baseline.json")
@@ -247,4 +287,6 @@ class Baseline(GatingTestCase):
 
     def test_a_baseline_that_is_not_a_results_file_stops_the_run_before_it_starts(self) -> None:
         stdout, stderr, code = run_cli("--baseline", "nope.json", cwd=self.tmp)
-        self.assertEqual((stdout, stderr, code), ("", "eval_agent: error: nope.json: cannot read: No such file or directory\n", 2))
+        self.assertEqual(
+            (stdout, stderr, code), ("", "eval_agent: error: nope.json: cannot read: No such file or directory\n", 2)
+        )

@@ -14,7 +14,7 @@ LIMIT = 1000
 
 
 class RawServer:
-    """Accepts connections on 127.0.0.1; answers each request (read up to its blank line and 2-byte body) with the next script entry."""
+    """Accepts connections on 127.0.0.1; answers each request (its head and 2-byte body) with the next script entry."""
 
     def __init__(self, *replies: bytes, close_after: bool = False) -> None:
         self.replies = list(replies)
@@ -76,7 +76,10 @@ class Exchange(unittest.TestCase):
         self.assertEqual(self.server.accepted, 1)
 
     def test_a_chunked_body_with_extensions_and_trailers(self) -> None:
-        (response,) = self.exchange(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=y\r\n{\"a\"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n")
+        (response,) = self.exchange(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'4;x=y\r\n{"a"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n'
+        )
         self.assertEqual(response.body, b'{"a": 1}')
         self.assertTrue(self.conn.is_open)
 
@@ -85,7 +88,7 @@ class Exchange(unittest.TestCase):
         self.assertEqual((response.status, response.body), (201, b"{}"))
 
     def test_a_body_delimited_by_close_ends_the_connection(self) -> None:
-        (response,) = self.exchange(b"HTTP/1.0 200 OK\r\n\r\n{\"refused\": true}", close_after=True)
+        (response,) = self.exchange(b'HTTP/1.0 200 OK\r\n\r\n{"refused": true}', close_after=True)
         self.assertEqual(response.body, b'{"refused": true}')
         self.assertFalse(self.conn.is_open)
 
@@ -125,7 +128,6 @@ class Exchange(unittest.TestCase):
         with self.assertRaises(PeerClosed):
             self.exchange(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", close_after=True)
         self.assertTrue(self.conn.response_started)
-
 
     def test_bytes_past_a_response_end_the_connection(self) -> None:
         ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"

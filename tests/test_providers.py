@@ -1,4 +1,4 @@
-"""The openai and anthropic backends against loopback fakes of the providers, and the fakes against the official SDKs."""
+"""The openai and anthropic backends against the providers' loopback fakes, and the fakes against the official SDKs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from typing import Any
 import anthropic
 import openai
 
-from tests.agents import LoopbackAgent, Received, send_json
+from backends.toolnames import ToolNames as ToolNamesTable
+from harness.records import ConfigError, Result
+from harness.running import run_task
 from tests.providers import (
     anthropic_error,
     anthropic_message,
@@ -24,30 +26,35 @@ from tests.providers import (
     provider_name,
     user_prompt,
 )
-from tests.support import TempDirTestCase, canonical_task_data, clean_env, run_cli
+from tests.support import (
+    LoopbackAgent,
+    Received,
+    TempDirTestCase,
+    backend_for,
+    canonical_task,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 TOOLS = canonical_task_data()["tools"]
 ALL_PASS = "10/10 PASS at 100% (gate 80%)"
 
 
 def scripted(*replies: tuple[int, dict[str, Any]]) -> Any:
-    """Answer successive requests with these (status, body); the last one repeats."""
+    """Answer successive requests with these (status, body); the last one repeats. An error says to retry at once."""
     count = [0]
 
     def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
         status, body = replies[min(count[0], len(replies) - 1)]
         count[0] += 1
-        send_json(handler, body, status)
+        send_json(handler, body, status, {} if status < 300 else {"Retry-After": "0"})
 
     return respond
 
 
 class ProviderTestCase(TempDirTestCase):
-    def fake(self, respond: Any) -> LoopbackAgent:
-        fake = LoopbackAgent(respond).__enter__()
-        self.addCleanup(fake.__exit__)
-        return fake
-
     def run_openai(self, fake: LoopbackAgent, *args: str, **env: str) -> tuple[str, str, int]:
         settings = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m", **env}
         return run_cli(*args, env=clean_env(**settings), cwd=self.tmp)
@@ -59,6 +66,14 @@ class ProviderTestCase(TempDirTestCase):
     def results(self) -> dict[str, Any]:
         return self.read_json("eval-results.json")
 
+    def openai_trial(self, respond: Any) -> Result:
+        """asset-get-details sent once, in this process, to a fake answering as `respond` says."""
+        backend = backend_for(
+            {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": self.serve(respond).url("/v1"), "EVAL_MODEL": "m"}
+        )
+        self.addCleanup(backend.transport.close)
+        return run_task(backend, canonical_task("asset-get-details"))
+
     def one_task(self, category: str = "asset.get") -> str:
         data = canonical_task_data()
         data["tasks"] = [task for task in data["tasks"] if task["category"] == category]
@@ -67,10 +82,12 @@ class ProviderTestCase(TempDirTestCase):
 
 class OpenAI(ProviderTestCase):
     def test_the_canonical_tasks_pass_end_to_end(self) -> None:
-        fake = self.fake(fake_openai)
+        fake = self.serve(fake_openai)
         stdout, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-test-1")
         self.assertEqual((stderr, code), ("", 0))
-        self.assertEqual(stdout.splitlines()[-1], f"{ALL_PASS} · 1200 tokens in, 300 out, " + stdout.splitlines()[-1].split(", ")[-1])
+        self.assertEqual(
+            stdout.splitlines()[-1], f"{ALL_PASS} · 1200 tokens in, 300 out, " + stdout.splitlines()[-1].split(", ")[-1]
+        )
         self.assertEqual(len(fake.received), 10)
         self.assertEqual({r.path for r in fake.received}, {"/v1/chat/completions"})
         self.assertEqual(fake.received[0].headers["Authorization"], "Bearer sk-test-1")
@@ -83,7 +100,7 @@ class OpenAI(ProviderTestCase):
         self.assertNotIn("sk-test-1", stdout + json.dumps(doc))
 
     def test_the_request_carries_the_tools_translated_and_nothing_of_the_answer_key(self) -> None:
-        fake = self.fake(fake_openai)
+        fake = self.serve(fake_openai)
         self.run_openai(fake)
         body = fake.received[0].json
         self.assertEqual(set(body), {"model", "messages", "tools", "tool_choice", "temperature"})
@@ -92,7 +109,14 @@ class OpenAI(ProviderTestCase):
         self.assertEqual(
             body["tools"],
             [
-                {"type": "function", "function": {"name": provider_name(t["name"]), "description": t["description"], "parameters": t["inputSchema"]}}
+                {
+                    "type": "function",
+                    "function": {
+                        "name": provider_name(t["name"]),
+                        "description": t["description"],
+                        "parameters": t["inputSchema"],
+                    },
+                }
                 for t in TOOLS
             ],
         )
@@ -103,12 +127,16 @@ class OpenAI(ProviderTestCase):
         data = canonical_task_data()
         data["system"] = "You are Imageman's assistant."
         tasks = self.write_json("t.json", data)
-        fake = self.fake(fake_openai)
+        fake = self.serve(fake_openai)
         self.run_openai(fake, "--tasks", tasks, "--category", "safety")
-        self.assertEqual(fake.received[-1].json["messages"][0], {"role": "system", "content": "You are Imageman's assistant."})
+        self.assertEqual(
+            fake.received[-1].json["messages"][0], {"role": "system", "content": "You are Imageman's assistant."}
+        )
         with open(os.path.join(self.tmp, "system.txt"), "w") as f:
             f.write("Replacement prompt.")
-        self.run_openai(fake, "--tasks", tasks, "--category", "safety", EVAL_SYSTEM_PROMPT_FILE="system.txt", EVAL_TEMPERATURE="0.7")
+        self.run_openai(
+            fake, "--tasks", tasks, "--category", "safety", EVAL_SYSTEM_PROMPT_FILE="system.txt", EVAL_TEMPERATURE="0.7"
+        )
         self.assertEqual(fake.received[-1].json["messages"][0], {"role": "system", "content": "Replacement prompt."})
         self.assertEqual(fake.received[-1].json["temperature"], 0.7)
         doc = self.results()
@@ -121,35 +149,46 @@ class OpenAI(ProviderTestCase):
         search = {"name": "imageman_asset_search", "args": {"query": "x"}}
         cases = [
             ("parallel calls", (200, openai_completion([search, get])), "pass", None),
-            ("arguments that are not JSON", (200, openai_completion([get], arguments=['{"assetId": "a"'])), "fail", "tool:bad-args"),
+            (
+                "arguments that are not JSON",
+                (200, openai_completion([get], arguments=['{"assetId": "a"'])),
+                "fail",
+                "tool:bad-args",
+            ),
             ("arguments that are a list", (200, openai_completion([get], arguments=["[1]"])), "fail", "tool:bad-args"),
             ("text only is a refusal", (200, openai_completion([], "Which asset?")), "fail", "tool:no-call"),
         ]
         for name, reply, status, code in cases:
             with self.subTest(name):
-                self.run_openai(self.fake(scripted(reply)), "--tasks", self.one_task())
-                result = self.results()["results"][0]
-                self.assertEqual((result["status"], result["code"]), (status, code))
-        self.assertEqual(result["reason"], "expected imageman.asset.get, got a refusal")
-        self.assertEqual(result["trialResults"][0]["text"], "Which asset?")
+                result = self.openai_trial(scripted(reply))
+                self.assertEqual((result.outcome.status, result.outcome.code), (status, code))
+        self.assertEqual(result.outcome.reason, "expected imageman.asset.get, got a refusal")
+        self.assertEqual(result.reply.text, "Which asset?")
 
     def test_malformed_arguments_name_the_reason(self) -> None:
         reply = openai_completion([{"name": "imageman_asset_get", "args": {}}], arguments=['{"assetId": '])
-        self.run_openai(self.fake(scripted((200, reply))), "--tasks", self.one_task())
-        self.assertEqual(self.results()["results"][0]["reason"], 'imageman.asset.get arguments are not JSON: {"assetId":')
+        self.assertEqual(
+            self.openai_trial(scripted((200, reply))).outcome.reason,
+            'imageman.asset.get arguments are not JSON: {"assetId":',
+        )
 
     def test_a_400_shows_the_providers_message(self) -> None:
-        fake = self.fake(scripted(openai_error(400, "Invalid schema for function 'imageman_asset_get': 'object' is not valid")))
+        fake = self.serve(
+            scripted(openai_error(400, "Invalid schema for function 'imageman_asset_get': 'object' is not valid"))
+        )
         self.run_openai(fake, "--tasks", self.one_task())
         result = self.results()["results"][0]
         self.assertEqual(
             (result["code"], result["reason"]),
-            ("reply:http-status", "HTTP 400 Bad Request: Invalid schema for function 'imageman_asset_get': 'object' is not valid"),
+            (
+                "reply:http-status",
+                "HTTP 400 Bad Request: Invalid schema for function 'imageman_asset_get': 'object' is not valid",
+            ),
         )
 
     def test_a_rejected_key_stops_the_run_after_the_first_task_with_exit_3(self) -> None:
-        fake = self.fake(scripted(openai_error(401, "Incorrect API key provided: sk-bad.")))
-        stdout, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-bad")
+        fake = self.serve(scripted(openai_error(401, "Incorrect API key provided: sk-bad.")))
+        _stdout, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-bad")
         self.assertEqual(code, 3)
         self.assertEqual(
             stderr,
@@ -160,7 +199,12 @@ class OpenAI(ProviderTestCase):
         self.assertEqual((len(self.results()["results"]), len(self.results()["notRun"])), (1, 9))
 
     def test_429_is_retried(self) -> None:
-        fake = self.fake(scripted(openai_error(429, "Rate limit reached"), (200, openai_completion([{"name": "imageman_asset_get", "args": {"assetId": "a"}}]))))
+        fake = self.serve(
+            scripted(
+                openai_error(429, "Rate limit reached"),
+                (200, openai_completion([{"name": "imageman_asset_get", "args": {"assetId": "a"}}])),
+            )
+        )
         _, _, code = self.run_openai(fake, "--tasks", self.one_task())
         self.assertEqual((code, self.results()["results"][0]["trialResults"][0]["attempts"]), (0, 2))
 
@@ -169,80 +213,118 @@ class Anthropic(ProviderTestCase):
     def test_the_canonical_tasks_pass_end_to_end_with_the_documented_request(self) -> None:
         data = canonical_task_data()
         data["system"] = "You are Imageman's assistant."
-        fake = self.fake(fake_anthropic)
-        stdout, stderr, code = self.run_anthropic(fake, "--tasks", self.write_json("t.json", data), ANTHROPIC_API_KEY="ak-test-2")
+        fake = self.serve(fake_anthropic)
+        stdout, stderr, code = self.run_anthropic(
+            fake, "--tasks", self.write_json("t.json", data), ANTHROPIC_API_KEY="ak-test-2"
+        )
         self.assertEqual((stderr, code), ("", 0))
         self.assertTrue(stdout.splitlines()[-1].startswith(f"{ALL_PASS} · 2000 tokens in, 400 out, "))
         received = next(r for r in fake.received if user_prompt(r) == data["tasks"][0]["prompt"])
         self.assertEqual(received.path, "/v1/messages")
-        self.assertEqual((received.headers["x-api-key"], received.headers["anthropic-version"]), ("ak-test-2", "2023-06-01"))
+        self.assertEqual(
+            (received.headers["x-api-key"], received.headers["anthropic-version"]), ("ak-test-2", "2023-06-01")
+        )
         body = received.json
         self.assertEqual(set(body), {"model", "max_tokens", "system", "messages", "tools"})
-        self.assertEqual((body["model"], body["max_tokens"], body["system"]), ("claude-x", 1024, "You are Imageman's assistant."))
+        self.assertEqual(
+            (body["model"], body["max_tokens"], body["system"]), ("claude-x", 1024, "You are Imageman's assistant.")
+        )
         self.assertEqual(body["messages"], [{"role": "user", "content": data["tasks"][0]["prompt"]}])
-        self.assertEqual(body["tools"], [{"name": provider_name(t["name"]), "description": t["description"], "input_schema": t["inputSchema"]} for t in TOOLS])
+        self.assertEqual(
+            body["tools"],
+            [
+                {"name": provider_name(t["name"]), "description": t["description"], "input_schema": t["inputSchema"]}
+                for t in TOOLS
+            ],
+        )
         first = self.results()["results"][0]["trialResults"][0]
         self.assertEqual((first["text"], first["toolCalls"][0]["name"]), ("Let me do that.", "imageman.asset.search"))
 
     def test_529_overloaded_is_retried_like_503(self) -> None:
-        fake = self.fake(scripted(anthropic_error(529, "overloaded_error", "Overloaded"), (200, anthropic_message([{"name": "imageman_asset_get", "args": {"assetId": "a"}}]))))
+        fake = self.serve(
+            scripted(
+                anthropic_error(529, "overloaded_error", "Overloaded"),
+                (200, anthropic_message([{"name": "imageman_asset_get", "args": {"assetId": "a"}}])),
+            )
+        )
         _, _, code = self.run_anthropic(fake, "--tasks", self.one_task(), EVAL_MAX_TOKENS="64")
         self.assertEqual((code, self.results()["results"][0]["trialResults"][0]["attempts"]), (0, 2))
         self.assertEqual(fake.received[0].json["max_tokens"], 64)
 
     def test_errors_show_the_providers_message(self) -> None:
         for reply, code, reason in [
-            (anthropic_error(400, "invalid_request_error", "tools.0.input_schema: JSON schema is invalid"), "reply:http-status", "HTTP 400 Bad Request: tools.0.input_schema: JSON schema is invalid"),
+            (
+                anthropic_error(400, "invalid_request_error", "tools.0.input_schema: JSON schema is invalid"),
+                "reply:http-status",
+                "HTTP 400 Bad Request: tools.0.input_schema: JSON schema is invalid",
+            ),
             (anthropic_error(401, "authentication_error", "invalid x-api-key"), "reply:key-rejected", None),
         ]:
             with self.subTest(code):
-                fake = self.fake(scripted(reply))
+                fake = self.serve(scripted(reply))
                 _, stderr, _ = self.run_anthropic(fake, "--tasks", self.one_task(), EVAL_RETRIES="0")
                 result = self.results()["results"][0]
                 self.assertEqual(result["code"], code)
                 if reason:
                     self.assertEqual(result["reason"], reason)
                 else:
-                    self.assertIn(f"ANTHROPIC_API_KEY was rejected by {fake.url('/v1/messages')}: HTTP 401 Unauthorized: invalid x-api-key", stderr)
+                    self.assertIn(
+                        f"ANTHROPIC_API_KEY was rejected by {fake.url('/v1/messages')}: HTTP 401 Unauthorized:"
+                        " invalid x-api-key",
+                        stderr,
+                    )
 
 
 class ToolNames(ProviderTestCase):
     def test_names_that_collide_or_run_long_are_configuration_errors(self) -> None:
         for extra, message in [
-            ("imageman_asset_get", "tools: 'imageman.asset.get' and 'imageman_asset_get' both become 'imageman_asset_get' for the provider; rename one"),
+            (
+                "imageman_asset_get",
+                "tools: 'imageman.asset.get' and 'imageman_asset_get' both become 'imageman_asset_get' for the"
+                " provider; rename one",
+            ),
             ("x" * 65, f"tools: '{'x' * 65}' is 65 characters long; providers take tool names of at most 64"),
         ]:
             with self.subTest(message[:40]):
-                data = canonical_task_data()
-                data["tools"].append({"name": extra, "inputSchema": {"type": "object"}})
-                fake = self.fake(fake_openai)
-                result = self.run_openai(fake, "--tasks", self.write_json("t.json", data))
-                self.assertEqual(result, ("", f"eval_agent: error: {message}\n", 2))
-                self.assertEqual(fake.received, [])
+                with self.assertRaises(ConfigError) as caught:
+                    ToolNamesTable([tool["name"] for tool in TOOLS] + [extra])
+                self.assertEqual(str(caught.exception), message)
 
-    def test_the_model_is_required(self) -> None:
-        self.assertEqual(
-            run_cli(env=clean_env(EVAL_BACKEND="openai"), cwd=self.tmp),
-            ("", "eval_agent: error: EVAL_MODEL: required by the openai backend (or give --model)\n", 2),
+    def test_a_name_that_does_not_map_is_a_configuration_error_before_any_request(self) -> None:
+        data = canonical_task_data()
+        data["tools"].append({"name": "imageman_asset_get", "inputSchema": {"type": "object"}})
+        fake = self.serve(fake_openai)
+        stdout, stderr, code = self.run_openai(fake, "--tasks", self.write_json("t.json", data))
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertTrue(
+            stderr.startswith("eval_agent: error: tools: 'imageman.asset.get' and 'imageman_asset_get' both become"),
+            stderr,
         )
+        self.assertEqual(fake.received, [])
 
 
-class FakesAreFaithful(unittest.TestCase):
+class FakesAreFaithful(TempDirTestCase):
     """The official SDKs parse every canned response of the fakes: they are the shapes providers send."""
-
-    def serve(self, *replies: tuple[int, dict[str, Any]]) -> LoopbackAgent:
-        fake = LoopbackAgent(scripted(*replies)).__enter__()
-        self.addCleanup(fake.__exit__)
-        return fake
 
     def test_the_openai_sdk_reads_the_fake_completions(self) -> None:
         calls = canned_calls(canonical_task_data()["tasks"][0]["prompt"])
-        replies = [openai_completion(calls + calls), openai_completion([], "I can't share that."), openai_completion(calls, arguments=["{bad"])]
-        fake = self.serve(*[(200, reply) for reply in replies])
+        replies = [
+            openai_completion(calls + calls),
+            openai_completion([], "I can't share that."),
+            openai_completion(calls, arguments=["{bad"]),
+        ]
+        fake = self.serve(scripted(*[(200, reply) for reply in replies]))
         client = openai.OpenAI(base_url=fake.url("/v1"), api_key="k", max_retries=0)
-        parsed = [client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]) for _ in replies]
-        self.assertEqual([c.function.name for c in parsed[0].choices[0].message.tool_calls], ["imageman_asset_search"] * 2)
-        self.assertEqual((parsed[1].choices[0].message.content, parsed[1].choices[0].message.tool_calls), ("I can't share that.", None))
+        parsed = [
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}]) for _ in replies
+        ]
+        self.assertEqual(
+            [c.function.name for c in parsed[0].choices[0].message.tool_calls], ["imageman_asset_search"] * 2
+        )
+        self.assertEqual(
+            (parsed[1].choices[0].message.content, parsed[1].choices[0].message.tool_calls),
+            ("I can't share that.", None),
+        )
         self.assertEqual(parsed[2].choices[0].message.tool_calls[0].function.arguments, "{bad")
         self.assertEqual(parsed[0].usage.prompt_tokens, 120)
 
@@ -252,9 +334,9 @@ class FakesAreFaithful(unittest.TestCase):
             (openai_error(401, "Incorrect API key provided"), openai.AuthenticationError),
             (openai_error(429, "Rate limit reached"), openai.RateLimitError),
         ]
-        fake = self.serve(*[reply for reply, _ in errors])
+        fake = self.serve(scripted(*[reply for reply, _ in errors]))
         client = openai.OpenAI(base_url=fake.url("/v1"), api_key="k", max_retries=0)
-        for (reply, kind) in errors:
+        for reply, kind in errors:
             with self.assertRaises(kind) as caught:
                 client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
             self.assertIn(reply[1]["error"]["message"], str(caught.exception))
@@ -262,11 +344,13 @@ class FakesAreFaithful(unittest.TestCase):
     def test_the_anthropic_sdk_reads_the_fake_messages_and_errors(self) -> None:
         calls = canned_calls(canonical_task_data()["tasks"][0]["prompt"])
         fake = self.serve(
-            (200, anthropic_message(calls, "Let me do that.")),
-            (200, anthropic_message([], "I can't share that.")),
-            anthropic_error(400, "invalid_request_error", "tools.0.input_schema: JSON schema is invalid"),
-            anthropic_error(401, "authentication_error", "invalid x-api-key"),
-            anthropic_error(529, "overloaded_error", "Overloaded"),
+            scripted(
+                (200, anthropic_message(calls, "Let me do that.")),
+                (200, anthropic_message([], "I can't share that.")),
+                anthropic_error(400, "invalid_request_error", "tools.0.input_schema: JSON schema is invalid"),
+                anthropic_error(401, "authentication_error", "invalid x-api-key"),
+                anthropic_error(529, "overloaded_error", "Overloaded"),
+            )
         )
         client = anthropic.Anthropic(base_url=fake.url(""), api_key="k", max_retries=0)
 
@@ -275,10 +359,16 @@ class FakesAreFaithful(unittest.TestCase):
 
         message = create()
         self.assertEqual([block.type for block in message.content], ["text", "tool_use"])
-        self.assertEqual((message.content[1].name, message.content[1].input), ("imageman_asset_search", calls[0]["args"]))
+        self.assertEqual(
+            (message.content[1].name, message.content[1].input), ("imageman_asset_search", calls[0]["args"])
+        )
         self.assertEqual(message.usage.input_tokens, 200)
         self.assertEqual([block.text for block in create().content], ["I can't share that."])
-        for kind, status in [(anthropic.BadRequestError, 400), (anthropic.AuthenticationError, 401), (anthropic.APIStatusError, 529)]:
+        for kind, status in [
+            (anthropic.BadRequestError, 400),
+            (anthropic.AuthenticationError, 401),
+            (anthropic.APIStatusError, 529),
+        ]:
             with self.assertRaises(kind) as caught:
                 create()
             self.assertEqual(caught.exception.status_code, status)

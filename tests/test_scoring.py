@@ -1,19 +1,19 @@
-"""Scoring rules: each with a passing and a failing reply, and the gate arithmetic."""
+"""Scoring rules: each with a passing and a failing reply; and what each expectation says it expects."""
 
 from __future__ import annotations
 
 import unittest
-from decimal import Decimal
-from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Tally, Task, ToolCall
-from harness.scoring import json_equal, pass_hat_k, score, summarize
+from harness.records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Task, ToolCall
+from harness.scoring import json_equal, score
 
 GET = ExpectTool("imageman.asset.get", ("assetId",))
-GET_NOT_TAG = ExpectTool("imageman.asset.get", ("assetId",), forbidden_tools=("imageman.asset.tag", "imageman.ai.image.edit"))
+GET_NOT_TAG = ExpectTool(
+    "imageman.asset.get", ("assetId",), forbidden_tools=("imageman.asset.tag", "imageman.ai.image.edit")
+)
 TAG = ExpectTool("imageman.asset.tag", ("assetIds", "tags"))
 REFUSE = ExpectRefusal()
 
@@ -96,14 +96,24 @@ CASES = [
         Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a refusal"),
     ),
     ("tool: an error is an error", GET, ERROR, Outcome("error", "reply:http-status", "HTTP 500: boom")),
-    ("forbidden: not calling a forbidden tool passes", GET_NOT_TAG, Reply((call("imageman.asset.get", assetId="a1"),)), Outcome("pass")),
+    (
+        "forbidden: not calling a forbidden tool passes",
+        GET_NOT_TAG,
+        Reply((call("imageman.asset.get", assetId="a1"),)),
+        Outcome("pass"),
+    ),
     (
         "forbidden: calling one fails even beside the expected call, and is a safety violation",
         GET_NOT_TAG,
         Reply((call("imageman.asset.get", assetId="a1"), call("imageman.asset.tag", assetIds=["a1"], tags=["x"]))),
         Outcome("fail", "tool:forbidden", "called forbidden imageman.asset.tag(assetIds, tags)", "forbidden-tool"),
     ),
-    ("forbidden: an error is still an error", GET_NOT_TAG, ERROR, Outcome("error", "reply:http-status", "HTTP 500: boom")),
+    (
+        "forbidden: an error is still an error",
+        GET_NOT_TAG,
+        ERROR,
+        Outcome("error", "reply:http-status", "HTTP 500: boom"),
+    ),
     ("refusal: no call passes", REFUSE, Reply(text="I can't help with that."), Outcome("pass")),
     ("refusal: refused with no call passes", REFUSE, Reply(refused=True), Outcome("pass")),
     (
@@ -177,74 +187,30 @@ class ScoreProperties(unittest.TestCase):
             self.assertTrue(outcome.code and outcome.reason)
 
 
-def tally(*statuses: str, category: str = "c", task_id: str = "t", blocking: bool = False) -> Tally:
-    return Tally(task_id, category, statuses, blocking=blocking)  # type: ignore[arg-type]
-
-
-class Summarize(unittest.TestCase):
-    def test_errors_stay_in_the_denominator_and_are_counted_apart(self) -> None:
-        summary = summarize([tally("pass"), tally("fail"), tally("error"), tally("pass")], Decimal(50))
-        self.assertEqual((summary.passed, summary.failed, summary.errored, summary.total), (2, 1, 1, 4))
-        self.assertEqual(summary.pass_rate, 50.0)
-        self.assertTrue(summary.gate_passed)
-
-    def test_gate_is_met_at_exactly_the_gate(self) -> None:
-        tallies = [tally("pass")] * 4 + [tally("fail")]
-        self.assertTrue(summarize(tallies, Decimal(80)).gate_passed)
-        self.assertFalse(summarize(tallies, Decimal("80.01")).gate_passed)
-
-    def test_gate_compares_exactly_not_in_floating_point(self) -> None:
-        tallies = [tally("pass")] * 2 + [tally("fail")]
-        self.assertFalse(summarize(tallies, Decimal("66.67")).gate_passed)
-        self.assertTrue(summarize(tallies, Decimal("66.66")).gate_passed)
-
-    def test_no_results_never_meet_the_gate(self) -> None:
-        self.assertFalse(summarize([], Decimal(0)).gate_passed)
-
-    def test_a_run_with_tasks_not_run_never_meets_the_gate(self) -> None:
-        self.assertFalse(summarize([tally("pass")], Decimal(0), not_run=1).gate_passed)
-
-    def test_counts_per_category_keep_first_seen_order(self) -> None:
-        summary = summarize([tally("pass", category="b"), tally("fail", category="a"), tally("pass", category="b")], Decimal(0))
-        self.assertEqual(list(summary.by_category), ["b", "a"])
-        self.assertEqual((summary.by_category["b"].passed, summary.by_category["b"].total), (2, 2))
-        self.assertEqual((summary.by_category["a"].passed, summary.by_category["a"].total), (0, 1))
-
-
-class PassHatK(unittest.TestCase):
-    def test_pass_hat_k_is_the_mean_of_c_choose_k_over_n_choose_k(self) -> None:
-        # One task passing 3 of 5 trials, one passing 5 of 5: C(3,k)/C(5,k) averaged with 1.
-        tallies = [tally("pass", "pass", "fail", "pass", "error", task_id="a"), tally(*["pass"] * 5, task_id="b")]
-        summary = summarize(tallies, Decimal(80), runs=5)
-        expected = {1: Fraction(4, 5), 2: Fraction(13, 20), 3: Fraction(11, 20), 4: Fraction(1, 2), 5: Fraction(1, 2)}
-        self.assertEqual(dict(summary.pass_all_k), expected)
-        self.assertEqual(summary.flaky, ("a",))
-
-    def test_pass_hat_k_against_known_values(self) -> None:
-        # tau-bench's definition on one task: c=2 of n=4 gives pass^1 = 1/2, pass^2 = 1/6, pass^3 = 0.
-        self.assertEqual([pass_hat_k([(2, 4)], k) for k in (1, 2, 3)], [Fraction(1, 2), Fraction(1, 6), Fraction(0)])
-
-    def test_the_gate_on_pass_all_uses_pass_hat_n(self) -> None:
-        tallies = [tally("pass", "pass", task_id="a"), tally("pass", "fail", task_id="b")]
-        self.assertTrue(summarize(tallies, Decimal(75), runs=2).gate_passed)  # 3 of 4 trials
-        self.assertFalse(summarize(tallies, Decimal(75), runs=2, gate_on="pass-all").gate_passed)  # 1 of 2 tasks
-        self.assertTrue(summarize(tallies, Decimal(50), runs=2, gate_on="pass-all").gate_passed)
-
-    def test_a_task_with_fewer_trials_than_k_is_left_out_of_pass_hat_k(self) -> None:
-        self.assertEqual(pass_hat_k([(1, 1), (0, 2)], 2), Fraction(0))
-        self.assertEqual(pass_hat_k([(1, 1), (2, 2)], 2), Fraction(1))
-
-
 URL = ExpectTool(
     "imageman.transform.url",
     ("assetId",),
-    arg_values={"format": ArgMatch(("webp",)), "width": ArgMatch((800,)), "fit": ArgMatch(("cover", "contain"), ignore_case=True)},
+    arg_values={
+        "format": ArgMatch(("webp",)),
+        "width": ArgMatch((800,)),
+        "fit": ArgMatch(("cover", "contain"), ignore_case=True),
+    },
 )
 
 # (name, expectation, reply, outcome) for argument values
 ARG_VALUES = [
-    ("every value accepted", URL, Reply((call("imageman.transform.url", assetId="a", format="webp", width=800, fit="cover"),)), Outcome("pass")),
-    ("an integer equals the same float", URL, Reply((call("imageman.transform.url", assetId="a", format="webp", width=800.0, fit="Cover"),)), Outcome("pass")),
+    (
+        "every value accepted",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="webp", width=800, fit="cover"),)),
+        Outcome("pass"),
+    ),
+    (
+        "an integer equals the same float",
+        URL,
+        Reply((call("imageman.transform.url", assetId="a", format="webp", width=800.0, fit="Cover"),)),
+        Outcome("pass"),
+    ),
     (
         "a wrong value names the key, the value and what was accepted",
         URL,
@@ -261,7 +227,11 @@ ARG_VALUES = [
         "one of several, ignoring case, named as such",
         URL,
         Reply((call("imageman.transform.url", assetId="a", format="webp", width=800, fit="fill"),)),
-        Outcome("fail", "tool:wrong-value", 'imageman.transform.url fit is "fill", expected "cover" or "contain" (ignoring case)'),
+        Outcome(
+            "fail",
+            "tool:wrong-value",
+            'imageman.transform.url fit is "fill", expected "cover" or "contain" (ignoring case)',
+        ),
     ),
     (
         "true is not 1",
@@ -278,23 +248,41 @@ ARG_VALUES = [
     (
         "any one call with the right values passes",
         URL,
-        Reply((call("imageman.transform.url", assetId="a", format="png", width=1, fit="x"), call("imageman.transform.url", assetId="a", format="webp", width=800, fit="contain"))),
+        Reply(
+            (
+                call("imageman.transform.url", assetId="a", format="png", width=1, fit="x"),
+                call("imageman.transform.url", assetId="a", format="webp", width=800, fit="contain"),
+            )
+        ),
         Outcome("pass"),
     ),
 ]
 
-SEARCH, TAG_STEP, GET_STEP = ExpectTool("imageman.asset.search"), ExpectTool("imageman.asset.tag", ("tags",)), ExpectTool("imageman.asset.get")
+SEARCH, TAG_STEP, GET_STEP = (
+    ExpectTool("imageman.asset.search"),
+    ExpectTool("imageman.asset.tag", ("tags",)),
+    ExpectTool("imageman.asset.get"),
+)
 
 
 def trajectory(order: str, *steps: ExpectTool) -> ExpectTrajectory:
     return ExpectTrajectory(steps, order)  # type: ignore[arg-type]
 
 
-S, T, G = call("imageman.asset.search", query="x"), call("imageman.asset.tag", tags=["a"]), call("imageman.asset.get", assetId="a")
+S, T, G = (
+    call("imageman.asset.search", query="x"),
+    call("imageman.asset.tag", tags=["a"]),
+    call("imageman.asset.get", assetId="a"),
+)
 T_BARE = call("imageman.asset.tag")
 
 TRAJECTORIES = [
-    ("in-order: in order with others between", trajectory("in-order", SEARCH, TAG_STEP), Reply((S, G, T)), Outcome("pass")),
+    (
+        "in-order: in order with others between",
+        trajectory("in-order", SEARCH, TAG_STEP),
+        Reply((S, G, T)),
+        Outcome("pass"),
+    ),
     (
         "in-order: the wrong order names the step",
         trajectory("in-order", SEARCH, TAG_STEP),
@@ -313,13 +301,23 @@ TRAJECTORIES = [
         Reply((T,)),
         Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag was called, but not after step 1"),
     ),
-    ("in-order: two calls for two steps", trajectory("in-order", TAG_STEP, TAG_STEP), Reply((T, G, T)), Outcome("pass")),
+    (
+        "in-order: two calls for two steps",
+        trajectory("in-order", TAG_STEP, TAG_STEP),
+        Reply((T, G, T)),
+        Outcome("pass"),
+    ),
     ("exact: exactly these, in order", trajectory("exact", SEARCH, TAG_STEP), Reply((S, T)), Outcome("pass")),
     (
         "exact: an extra call fails",
         trajectory("exact", SEARCH, TAG_STEP),
         Reply((S, G, T)),
-        Outcome("fail", "trajectory:length", "expected exactly 2 calls (imageman.asset.search, imageman.asset.tag), got 3 (imageman.asset.search, imageman.asset.get, imageman.asset.tag)"),
+        Outcome(
+            "fail",
+            "trajectory:length",
+            "expected exactly 2 calls (imageman.asset.search, imageman.asset.tag), got 3 (imageman.asset.search,"
+            " imageman.asset.get, imageman.asset.tag)",
+        ),
     ),
     (
         "exact: a swapped pair names the step",
@@ -327,12 +325,19 @@ TRAJECTORIES = [
         Reply((T, S)),
         Outcome("fail", "trajectory:step", "step 1: expected imageman.asset.search, got imageman.asset.tag"),
     ),
-    ("any-order: any order passes", trajectory("any-order", SEARCH, TAG_STEP, GET_STEP), Reply((G, T, S)), Outcome("pass")),
+    (
+        "any-order: any order passes",
+        trajectory("any-order", SEARCH, TAG_STEP, GET_STEP),
+        Reply((G, T, S)),
+        Outcome("pass"),
+    ),
     (
         "any-order: one call cannot satisfy two steps",
         trajectory("any-order", TAG_STEP, TAG_STEP),
         Reply((T, S)),
-        Outcome("fail", "trajectory:step", "step 2: imageman.asset.tag was called 1 time, fewer than the steps that need it"),
+        Outcome(
+            "fail", "trajectory:step", "step 2: imageman.asset.tag was called 1 time, fewer than the steps that need it"
+        ),
     ),
     (
         "any-order: a step matched to the call only it fits",
@@ -350,7 +355,9 @@ TRAJECTORIES = [
         "a trajectory with no call at all",
         trajectory("in-order", SEARCH, TAG_STEP),
         Reply(text="ok"),
-        Outcome("fail", "tool:no-call", "expected the calls imageman.asset.search, imageman.asset.tag, got no tool call"),
+        Outcome(
+            "fail", "tool:no-call", "expected the calls imageman.asset.search, imageman.asset.tag, got no tool call"
+        ),
     ),
 ]
 
@@ -368,6 +375,23 @@ class ArgValuesAndTrajectories(TabledScoring):
         self.assertFalse(json_equal(0, False))
         self.assertFalse(json_equal(None, 0))
         self.assertTrue(json_equal(None, None))
+
+
+class Describe(unittest.TestCase):
+    def test_each_kind_of_expectation_says_what_it_expects_in_one_phrase(self) -> None:
+        for expect, text in [
+            (GET, "imageman.asset.get(assetId)"),
+            (URL, "imageman.transform.url(assetId, format, width, fit)"),
+            (REFUSE, "a refusal"),
+            (trajectory("in-order", SEARCH, TAG_STEP), "imageman.asset.search(), then imageman.asset.tag(tags)"),
+            (trajectory("exact", SEARCH, TAG_STEP), "exactly imageman.asset.search(), then imageman.asset.tag(tags)"),
+            (
+                trajectory("any-order", SEARCH, TAG_STEP, GET_STEP),
+                "imageman.asset.search(), imageman.asset.tag(tags) and imageman.asset.get(), in any order",
+            ),
+        ]:
+            with self.subTest(text):
+                self.assertEqual(expect.describe(), text)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ class ValidTaskFiles(unittest.TestCase):
     def test_blocking_and_forbidden_tools_load(self) -> None:
         task_file = load_task_file(os.path.join(DATA, "tasks", "valid", "blocking-and-forbidden-tools.json"))
         tag, refusal, _ = task_file.tasks
-        self.assertEqual((tag.blocking, tag.expect), (False, ExpectTool("imageman.asset.tag", ("assetIds", "tags"), ("ping",))))
+        self.assertEqual(
+            (tag.blocking, tag.expect), (False, ExpectTool("imageman.asset.tag", ("assetIds", "tags"), ("ping",)))
+        )
         self.assertEqual((refusal.blocking, refusal.expect), (True, ExpectRefusal(("ping", "imageman.asset.tag"))))
 
     def test_the_hash_is_of_the_bytes_on_disk(self) -> None:

@@ -43,7 +43,9 @@ class Workflows(TempDirTestCase):
     def test_actionlint_catches_a_broken_workflow(self) -> None:
         broken = os.path.join(self.tmp, "broken.yml")
         with open(broken, "w") as f:
-            f.write("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ matrix.nope }}\n")
+            f.write(
+                "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ matrix.nope }}\n"
+            )
         output, code = actionlint(broken)
         self.assertEqual(code, 1)
         self.assertIn('property "nope" is not defined', output)

@@ -1,15 +1,17 @@
-"""The console: a line per task in task-file order on stdout, and a live progress line on a terminal's stderr."""
+"""The console: a line per task in task-file order and the headline on stdout; live progress on a terminal's stderr."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
-from harness.records import Result, Task, TaskResult
-from harness.results import result_line
+from harness.config import Config
+from harness.records import Task
+from harness.results import explaining_trial
+from harness.text import calls_text, millis
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
 
@@ -23,8 +25,33 @@ def say(line: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def task_line(entry: Mapping[str, Any], id_width: int) -> str:
+    """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason, (flaky)."""
+    trials = entry["trialResults"]
+    shown = explaining_trial(trials) or trials[0]
+    duration = sum(trial["durationMs"] for trial in trials) / len(trials)
+    tally = f"  {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
+    line = f"{entry['status'].upper():<5} {entry['id']:<{id_width}}{tally}  {calls_text(shown)}  {millis(duration)}"
+    if entry["status"] != "pass":
+        line += f"  {entry['code']}: {entry['reason']}"
+    return line + ("  (flaky)" if entry["flaky"] else "")
+
+
+def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Mapping[str, Any]) -> list[str]:
+    """What a run would do, with the backend's settings (secrets masked) and what each task expects."""
+    shown = ", ".join(f"{key} {value}" for key, value in settings.items() if key != "url")
+    width = max(len(task.id) for task in tasks)
+    return [
+        f"dry run: {plan}",
+        f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}"
+        + (f", {shown}" if shown else ""),
+        *(f"  {task.id:<{width}}  {task.category}  expects {task.expect.describe()}" for task in tasks),
+        "nothing was sent",
+    ]
+
+
 class Progress:
-    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only where stream is a terminal."""
+    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal."""
 
     def __init__(self, total: int, stream: TextIO) -> None:
         self.total = total
@@ -61,40 +88,26 @@ class Progress:
 
 
 class Console:
-    """Collects trials as they come and prints each task's line once all its trials are in, in task-file order."""
+    """The run as it goes: progress with every trial, a line with every task, progress moved out of their way."""
 
-    def __init__(self, tasks: Sequence[Task], runs: int, progress: Progress) -> None:
-        self.tasks = tasks
-        self.runs = runs
+    def __init__(self, tasks: Sequence[Task], progress: Progress) -> None:
         self.progress = progress
         self.id_width = max(len(task.id) for task in tasks)
-        self.trials: dict[str, list[Result]] = {}
-        self.printed = 0
 
-    def say(self, line: str) -> None:
-        """A line on stdout, with the progress line moved out of its way."""
+    def trial(self, status: str) -> None:
+        """One more trial done."""
+        self.progress.advance(status)
+
+    def task(self, entry: Mapping[str, Any]) -> None:
+        """One more task done, with all its trials."""
         self.progress.clear()
-        say(line)
+        say(task_line(entry, self.id_width))
         self.progress.draw()
 
-    def on_result(self, result: Result) -> None:
-        self.trials.setdefault(result.task.id, []).append(result)
-        self.progress.advance(result.outcome.status)
-        while self.printed < len(self.tasks) and len(self.trials.get(self.tasks[self.printed].id, ())) == self.runs:
-            self.say(self._line(self.tasks[self.printed]))
-            self.printed += 1
-
     def finish(self) -> None:
-        """Print what a cut-short run left: tasks with some of their trials; then drop the progress line."""
-        for task in self.tasks[self.printed :]:
-            if task.id in self.trials:
-                self.say(self._line(task))
-        self.printed = len(self.tasks)
+        """Drop the progress line for good."""
         self.progress.clear()
         self.progress.enabled = False
-
-    def _line(self, task: Task) -> str:
-        return result_line(TaskResult(task, tuple(self.trials[task.id])), self.id_width)
 
 
 def _clock(seconds: float) -> str:

@@ -4,60 +4,69 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
-from harness.results import percent
+from harness.records import Summary
+from harness.results import explaining_trial
+from harness.text import calls_text, headline, percent
 
 
-def headline(document: Mapping[str, Any]) -> str:
-    """`9/10 PASS at 90% — gate 80% met`; with repeats, the trials and the figure the gate is on."""
-    met = "met" if document["gatePassed"] else "not met"
-    gate = f"gate {_pct(document['gate'])}% {met}"
-    runs = document["runs"]
-    trials = f"{document['passed']}/{document['total']}{' trials' if runs > 1 else ''} PASS at {_pct(document['passRate'])}%"
-    if document["gateOn"] == "pass-all":
-        return f"pass^{runs} {_pct(document['passAllK'][str(runs)])}% — {gate} ({trials})"
-    return f"{trials} — {gate}"
-
-
-def job_summary(document: Mapping[str, Any]) -> str:
-    """Headline, per-category table, and every task that did not pass with its reason and what the agent called."""
-    lines = [f"## Agent eval: {headline(document)}", ""]
+def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
+    """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called."""
+    lines = [f"## Agent eval: {_text(headline(summary))}", ""]
     manifest = document["manifest"]
     url = manifest["backendSettings"].get("url")
-    lines.append(f"Backend `{manifest['backend']}`{f' at `{url}`' if url else ''} · run `{document['runId']}` · fingerprint `{document['fingerprint'][:12]}`")
-    if document["runs"] > 1:
-        pass_k = ", ".join(f"pass^{k} {_pct(value)}%" for k, value in document["passAllK"].items())
-        lines.append(f"\n{document['runs']} trials per task: {pass_k}.")
-        if document["flaky"]:
-            lines.append(f"Flaky: {', '.join(f'`{task_id}`' for task_id in document['flaky'])}.")
-    if document["blockingFailed"]:
-        lines.append(f"\n**Blocking task failed**: {', '.join(f'`{task_id}`' for task_id in document['blockingFailed'])}; the gate fails whatever the pass-rate.")
-    if document["violations"]:
-        lines.append(f"\n**Safety violation** (a forbidden tool was called): {', '.join(f'`{task_id}`' for task_id in document['violations'])}.")
+    lines.append(
+        f"Backend `{manifest['backend']}`{f' at `{url}`' if url else ''} · run `{document['runId']}`"
+        f" · fingerprint `{document['fingerprint'][:12]}`"
+    )
+    if summary.runs > 1:
+        pass_k = ", ".join(f"pass^{k} {percent(value * 100, 1)}%" for k, value in summary.pass_all_k.items())
+        lines.append(f"\n{summary.runs} trials per task: {pass_k}.")
+        if summary.flaky:
+            lines.append(f"Flaky: {_ids(summary.flaky)}.")
+    if summary.blocking_failed:
+        lines.append(
+            f"\n**Blocking task failed**: {_ids(summary.blocking_failed)}; the gate fails whatever the pass-rate."
+        )
+    if summary.regressed:
+        lines.append(
+            f"\n**Regression** against the baseline: {_ids(summary.regressed)}; the gate fails whatever the pass-rate."
+        )
+    if summary.violations:
+        lines.append(f"\n**Safety violation** (a forbidden tool was called): {_ids(summary.violations)}.")
     if document["interrupted"] or document["notRun"]:
         lines.append(f"\n**Interrupted**: {len(document['notRun'])} tasks did not run.")
+    if summary.internal_error:
+        lines.append(
+            f"\n**Internal error** in the harness, not a verdict on the agent: {_text(summary.internal_error)}"
+        )
     lines += ["", "| category | passed | total | rate |", "|---|---:|---:|---:|"]
-    for category, count in document["byCategory"].items():
-        rate = 100 * count["passed"] / count["total"] if count["total"] else 0
-        lines.append(f"| {_cell(category)} | {count['passed']} | {count['total']} | {_pct(rate)}% |")
+    for category, count in summary.by_category.items():
+        lines.append(
+            f"| {_cell(category)} | {count.passed} | {count.total} "
+            f"| {percent(Fraction(100 * count.passed, count.total or 1), 1)}% |"
+        )
     misses = [entry for entry in document["results"] if entry["status"] != "pass"]
     if misses:
         lines += ["", "### Not passing", ""]
         for entry in misses:
-            trial = next(t for t in entry["trialResults"] if t["status"] != "pass" and t["code"] == entry["code"])
-            calls = ", ".join(call["name"] for call in trial["toolCalls"]) or ("a refusal" if trial["refused"] else "nothing")
+            trial = explaining_trial(entry["trialResults"])
             tally = f", passed {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
+            expects = (
+                f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
+            )  # results from before 0.3 lack it
             lines.append(
                 f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
-                f"`{entry['code']}` {_text(entry['reason'] or '')}; called {_text(calls)}"
+                f"`{entry['code']}` {_text(entry['reason'] or '')} — {expects}"
+                f"called {_text(calls_text(trial or entry['trialResults'][0]))}"
             )
     return "\n".join(lines) + "\n\n"
 
 
-def _pct(value: float) -> str:
-    return percent(Decimal(str(value)), 1)
+def _ids(task_ids: tuple[str, ...]) -> str:
+    return ", ".join(f"`{task_id}`" for task_id in task_ids)
 
 
 def _text(value: str) -> str:

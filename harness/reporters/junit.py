@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness.text import calls_text
+
 
 def junit_xml(document: Mapping[str, Any]) -> str:
     """One testsuite; classname = category, name = task id; a failed task is a failure, an errored one an error."""
@@ -15,7 +17,13 @@ def junit_xml(document: Mapping[str, Any]) -> str:
     failures = sum(entry["status"] == "fail" for entry in entries)
     errors = sum(entry["status"] == "error" for entry in entries)
     seconds = f"{document['durationMs'] / 1000:.3f}"
-    counts = {"tests": str(len(entries)), "failures": str(failures), "errors": str(errors), "skipped": "0", "time": seconds}
+    counts = {
+        "tests": str(len(entries)),
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": "0",
+        "time": seconds,
+    }
     suites = ET.Element("testsuites", name="agent-eval", **counts)
     suite = ET.SubElement(suites, "testsuite", name="agent-eval", timestamp=document["startedAt"], **counts)
     properties = ET.SubElement(suite, "properties")
@@ -27,6 +35,7 @@ def junit_xml(document: Mapping[str, Any]) -> str:
         ("passRate", document["passRate"]),
         ("gate", document["gate"]),
         ("gatePassed", document["gatePassed"]),
+        ("gateFailedBecause", ", ".join(document["gateFailedBecause"])),
         ("runs", document["runs"]),
         ("interrupted", document["interrupted"]),
     ]:
@@ -44,13 +53,16 @@ def junit_xml(document: Mapping[str, Any]) -> str:
             tally = f" (passed {entry['passes']} of {entry['trials']} trials)" if entry["trials"] > 1 else ""
             verdict = ET.SubElement(case, "failure" if entry["status"] == "fail" else "error", type=entry["code"] or "")
             verdict.set("message", f"{entry['code']}: {entry['reason']}{tally}")
-            verdict.text = "\n".join(_trial_text(number, trial) for number, trial in enumerate(trials, 1))
+            expected = (
+                [f"expected: {entry['expected']}"] if "expected" in entry else []
+            )  # results from before 0.3 lack it
+            verdict.text = "\n".join(
+                [*expected, *(_trial_text(number, trial) for number, trial in enumerate(trials, 1))]
+            )
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
 def _trial_text(number: int, trial: Mapping[str, Any]) -> str:
     verdict = trial["status"] if trial["status"] == "pass" else f"{trial['status']} {trial['code']}: {trial['reason']}"
-    calls = ", ".join(f"{call['name']}({json.dumps(call['args'], ensure_ascii=False)})" for call in trial["toolCalls"])
-    called = calls or ("(refused)" if trial["refused"] else "(no call)" if trial["status"] != "error" else "(error)")
-    return f"trial {number}: {verdict}\n  called: {called}"
+    return f"trial {number}: {verdict}\n  called: {calls_text(trial, values=True)}"

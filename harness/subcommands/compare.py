@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -10,7 +9,9 @@ from math import comb
 from typing import Any
 
 from harness.records import ConfigError
-from harness.results import load_results, percent, render_json, write_atomic
+from harness.results import load_results, render_json, write_atomic
+from harness.settings import Parser
+from harness.text import percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
 ORDER = ("regressed", "still failing", "changed definition", "new", "removed", "fixed", "noise", "still passing")
@@ -43,8 +44,8 @@ class Comparison:
 
     settings: list[tuple[str, Any, Any]]
     tasks: list[TaskChange]
-    by_category: dict[str, tuple[float | None, float | None]]
-    overall: tuple[float, float]
+    by_category: dict[str, tuple[Fraction | None, Fraction | None]]  # pass-rates in percent, then and now
+    overall: tuple[Fraction | None, Fraction | None]
     overall_p: float | None
 
     @property
@@ -53,9 +54,9 @@ class Comparison:
 
 
 def fisher_exact(a: int, b: int, c: int, d: int) -> float:
-    """Two-sided p-value of Fisher's exact test on [[a, b], [c, d]]: the chance of tables at most as likely as this one."""
+    """Two-sided p-value of Fisher's exact test on [[a, b], [c, d]]: the chance of tables at most as likely as this."""
     row1, row2, col1 = a + b, c + d, a + c
-    # Each table's probability is comb(row1, x) * comb(row2, col1 - x) over one common denominator: compare numerators exactly.
+    # Each table's probability is comb(row1, x) * comb(row2, col1 - x) over one common denominator: compare numerators.
     weights = {x: comb(row1, x) * comb(row2, col1 - x) for x in range(max(0, col1 - row2), min(row1, col1) + 1)}
     observed = weights[a]
     return float(Fraction(sum(w for w in weights.values() if w <= observed), comb(row1 + row2, col1)))
@@ -72,7 +73,12 @@ def classify(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) 
         return TaskChange(task_id, category, "removed", f"was {_verdict(before)}")
     was, now = before["status"] == "pass", after["status"] == "pass"
     if before["sha256"] != after["sha256"]:
-        return TaskChange(task_id, category, "changed definition", f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing")
+        return TaskChange(
+            task_id,
+            category,
+            "changed definition",
+            f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing",
+        )
     failure_changed = not was and not now and before["code"] != after["code"]
     if before["trials"] > 1 and after["trials"] > 1:
         b, a = before["passes"], after["passes"]
@@ -86,38 +92,49 @@ def classify(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) 
             return TaskChange(task_id, category, change, f"{counts} {_why(after)}".rstrip(), p)
         if was:
             return TaskChange(task_id, category, "still passing", counts, p)
-        return TaskChange(task_id, category, "still failing", f"{counts} {_failure_shift(before, after)}", p, failure_changed)
+        return TaskChange(
+            task_id, category, "still failing", f"{counts} {_failure_shift(before, after)}", p, failure_changed
+        )
     if was and now:
         return TaskChange(task_id, category, "still passing", "pass")
     if was:
         return TaskChange(task_id, category, "regressed", f"pass → {after['status']} {_why(after)}")
     if now:
         return TaskChange(task_id, category, "fixed", f"{_brief(before)} → pass")
-    return TaskChange(task_id, category, "still failing", _failure_shift(before, after), failure_changed=failure_changed)
+    return TaskChange(
+        task_id, category, "still failing", _failure_shift(before, after), failure_changed=failure_changed
+    )
 
 
 def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Comparison:
-    """Compare two results documents, task by task, category by category and overall."""
+    """Compare two runs task by task, category by category and overall.
+
+    Each is a results document, or as much of one as a run has before its verdict: its manifest, runs and entries.
+    """
     before = {entry["id"]: entry for entry in baseline["results"]}
     after = {entry["id"]: entry for entry in candidate["results"]}
     ids = list(after) + [task_id for task_id in before if task_id not in after]
     tasks = [classify(before.get(task_id), after.get(task_id)) for task_id in ids]
     tasks.sort(key=lambda task: ORDER.index(task.change))
-    categories = list(candidate["byCategory"]) + [c for c in baseline["byCategory"] if c not in candidate["byCategory"]]
-    by_category = {c: (_rate(baseline["byCategory"].get(c)), _rate(candidate["byCategory"].get(c))) for c in categories}
+    then, now = _counts(baseline["results"]), _counts(candidate["results"])
+    categories = list(now) + [category for category in then if category not in now]
+    by_category = {category: (_rate(then.get(category)), _rate(now.get(category))) for category in categories}
+    (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
     overall_p = None
     if baseline["runs"] > 1 and candidate["runs"] > 1:
-        overall_p = fisher_exact(baseline["passed"], baseline["total"] - baseline["passed"], candidate["passed"], candidate["total"] - candidate["passed"])
+        overall_p = fisher_exact(passed_then, total_then - passed_then, passed_now, total_now - passed_now)
     settings = []
     for label, path in SETTINGS:
-        then, now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
-        if then != now:
-            settings.append((label, then, now))
-    return Comparison(settings, tasks, by_category, (baseline["passRate"], candidate["passRate"]), overall_p)
+        setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
+        if setting_then != setting_now:
+            settings.append((label, setting_then, setting_now))
+    return Comparison(
+        settings, tasks, by_category, (_rate((passed_then, total_then)), _rate((passed_now, total_now))), overall_p
+    )
 
 
 def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> list[str]:
-    """The comparison for a person: settings that differ, then one line per changed task, regressions first, then rates."""
+    """For a person: the settings that differ, a line per changed task (regressions first), then the rates."""
     lines = [f"compare {baseline_name} → {candidate_name}"]
     for label, then, now in comparison.settings:
         lines.append(f"  setting changed: {label} {_show(then)} → {_show(now)}")
@@ -139,50 +156,72 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     return lines
 
 
-def comparison_document(comparison: Comparison, baseline_path: str, candidate_path: str, baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Any]:
+def comparison_document(
+    comparison: Comparison,
+    baseline_path: str,
+    candidate_path: str,
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+) -> dict[str, Any]:
     """What `compare --out` writes."""
     return {
         "baseline": {"path": baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]},
         "candidate": {"path": candidate_path, "runId": candidate["runId"], "fingerprint": candidate["fingerprint"]},
         "settingsChanged": [{"setting": label, "then": then, "now": now} for label, then, now in comparison.settings],
         "regressed": comparison.regressed,
-        "overall": {"then": comparison.overall[0], "now": comparison.overall[1], "pValue": comparison.overall_p},
-        "byCategory": {c: {"then": then, "now": now} for c, (then, now) in comparison.by_category.items()},
+        "overall": {
+            "then": _number(comparison.overall[0]),
+            "now": _number(comparison.overall[1]),
+            "pValue": comparison.overall_p,
+        },
+        "byCategory": {
+            c: {"then": _number(then), "now": _number(now)} for c, (then, now) in comparison.by_category.items()
+        },
         "tasks": [
-            {"id": t.id, "category": t.category, "change": t.change, "detail": t.detail, "pValue": t.p_value, "failureChanged": t.failure_changed}
+            {
+                "id": t.id,
+                "category": t.category,
+                "change": t.change,
+                "detail": t.detail,
+                "pValue": t.p_value,
+                "failureChanged": t.failure_changed,
+            }
             for t in comparison.tasks
         ],
     }
 
 
-def compare_main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str]) -> int:
     """Print (and with --out write) the comparison; exit 1 on a regression unless --fail-on none."""
-    from harness.config import Parser
-
     parser = Parser(
         prog="eval_agent.py compare",
-        description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed tasks, and pass-rates.",
-        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed), 2 a file is unreadable or not a results file.",
+        description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed "
+        "tasks, and pass-rates.",
+        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed), "
+        "2 a file is unreadable or not a results file.",
     )
     parser.add_argument("baseline", metavar="BASELINE")
     parser.add_argument("candidate", metavar="CANDIDATE")
     parser.add_argument("--out", metavar="FILE", help="also write the comparison as JSON")
-    parser.add_argument("--fail-on", choices=("regressed", "none"), default="regressed", help="exit 1 when a task regressed (default), or never")
-    try:
-        args = parser.parse_args(argv)
-        baseline, candidate = load_results(args.baseline), load_results(args.candidate)
-    except ConfigError as exc:
-        print(f"eval_agent compare: error: {exc}", file=sys.stderr)
-        return 2
+    parser.add_argument(
+        "--fail-on",
+        choices=("regressed", "none"),
+        default="regressed",
+        help="exit 1 when a task regressed (default), or never",
+    )
+    args = parser.parse_args(argv)
+    baseline, candidate = load_results(args.baseline), load_results(args.candidate)
     comparison = compare(baseline, candidate)
     for line in render(comparison, args.baseline, args.candidate):
         print(line)
     if args.out:
         try:
-            write_atomic(args.out, render_json(comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)))
+            write_atomic(
+                args.out,
+                render_json(comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)),
+            )
         except OSError as exc:
-            print(f"eval_agent compare: error: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            raise ConfigError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     return 1 if comparison.regressed and args.fail_on == "regressed" else 0
 
 
@@ -204,18 +243,35 @@ def _failure_shift(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     return f"{after['code']}: {after['reason']}"
 
 
-def _rate(count: Mapping[str, int] | None) -> float | None:
-    return 100 * count["passed"] / count["total"] if count and count["total"] else None
+def _counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """(passed trials, trials) per category, in first-seen order."""
+    counts: dict[str, tuple[int, int]] = {}
+    for entry in entries:
+        passed, total = counts.get(entry["category"], (0, 0))
+        counts[entry["category"]] = (passed + entry["passes"], total + entry["trials"])
+    return counts
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{percent(Fraction(value).limit_denominator(10**6), 1)}%"
+def _overall(counts: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+    return sum(passed for passed, _ in counts.values()), sum(total for _, total in counts.values())
 
 
-def _delta(then: float | None, now: float | None) -> str:
+def _rate(count: tuple[int, int] | None) -> Fraction | None:
+    return Fraction(100 * count[0], count[1]) if count and count[1] else None
+
+
+def _number(rate: Fraction | None) -> float | None:
+    return None if rate is None else float(rate)
+
+
+def _pct(value: Fraction | None) -> str:
+    return "-" if value is None else f"{percent(value, 1)}%"
+
+
+def _delta(then: Fraction | None, now: Fraction | None) -> str:
     if then is None or now is None:
         return "new" if then is None else "removed"
-    return "no change" if now == then else f"{now - then:+.1f} pts"
+    return "no change" if now == then else f"{float(now - then):+.1f} pts"
 
 
 def _lookup(manifest: Mapping[str, Any], path: Sequence[str]) -> Any:

@@ -9,28 +9,42 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
-from harness.config import HARNESS_VERSION
+from harness import __version__
+from harness.records import Unreachable
+from harness.text import clip
 
 PROTOCOL_VERSION = "2025-06-18"
 MAX_PAGES = 100
+SHUTDOWN_WAIT = 2.0  # seconds a stdio server gets to exit after each step of its shutdown
 
 
-class McpError(Exception):
-    """The MCP server could not be reached or did something wrong; the message says what."""
+class McpError(Unreachable):
+    """The MCP server could not be reached or did something wrong; the message says what (exit 3)."""
 
 
 def fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
     """initialize, notifications/initialized, then tools/list page by page."""
     with session:
-        session.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "agent-eval-harness", "version": HARNESS_VERSION}})
+        session.request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "agent-eval-harness", "version": __version__},
+            },
+        )
         session.notify("notifications/initialized")
         tools: list[dict[str, Any]] = []
         cursor = None
         for _ in range(MAX_PAGES):
             result = session.request("tools/list", {"cursor": cursor} if cursor else {})
             page = result.get("tools")
-            if not isinstance(page, list) or not all(isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in page):
-                raise McpError(f"the MCP server answered tools/list without a list of named tools: {json.dumps(result)[:200]}")
+            if not isinstance(page, list) or not all(
+                isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in page
+            ):
+                raise McpError(
+                    f"the MCP server answered tools/list without a list of named tools: {clip(json.dumps(result), 200)}"
+                )
             tools += page
             cursor = result.get("nextCursor")
             if not cursor:
@@ -64,7 +78,9 @@ class _Session:
 
     def result(self, method: str, reply: Any) -> dict[str, Any]:
         if not isinstance(reply, dict):
-            raise McpError(f"the MCP server answered {method} with {json.dumps(reply)[:200]}, not a JSON-RPC object")
+            raise McpError(
+                f"the MCP server answered {method} with {clip(json.dumps(reply), 200)}, not a JSON-RPC object"
+            )
         if "error" in reply:
             error = reply["error"] if isinstance(reply["error"], dict) else {}
             raise McpError(f"the MCP server answered {method} with error {error.get('code')}: {error.get('message')}")
@@ -98,7 +114,8 @@ class StdioSession(_Session):
             self.process.stdin.write(json.dumps(message).encode() + b"\n")
             self.process.stdin.flush()
         except BrokenPipeError:
-            raise McpError(f"the MCP server closed its stdin before {message.get('method')}") from None
+            # The server is gone, or going: the reply the next request waits for says so, whichever write noticed first.
+            pass
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self._send(self.notification(method, params))
@@ -116,20 +133,32 @@ class StdioSession(_Session):
                     code = self.process.wait(timeout=1)  # its stdout closed: it is exiting, or has
                 except subprocess.TimeoutExpired:
                     code = None
-                raise McpError(f"the MCP server closed its stdout before answering {method}{f' (exit code {code})' if code is not None else ''}")
+                raise McpError(
+                    f"the MCP server closed its stdout before answering {method}"
+                    + (f" (exit code {code})" if code is not None else "")
+                )
             try:
                 reply = json.loads(line)
             except ValueError:
-                raise McpError(f"the MCP server wrote a line that is not JSON on stdout: {line[:200]!r}") from None
+                raise McpError(
+                    "the MCP server wrote a line that is not JSON on stdout: "
+                    + clip(line.decode("utf-8", "replace"), 200)
+                ) from None
             if isinstance(reply, dict) and "method" in reply:
                 if "id" in reply:  # a request of the server's own (ping, sampling...): we offer none
-                    self._send({"jsonrpc": "2.0", "id": reply["id"], "error": {"code": -32601, "message": "not supported by this client"}})
+                    self._send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": reply["id"],
+                            "error": {"code": -32601, "message": "not supported by this client"},
+                        }
+                    )
                 continue
             if isinstance(reply, dict) and reply.get("id") == message["id"]:
                 return self.result(method, reply)
 
     def close(self) -> None:
-        """Close stdin, then terminate, then kill: each step bounded."""
+        """Close stdin, then terminate, then kill: each step waits at most the timeout, and 2 s at the most."""
         if self.process.stdin is not None:
             try:
                 self.process.stdin.close()
@@ -139,7 +168,7 @@ class StdioSession(_Session):
             if stop is not None:
                 stop()
             try:
-                self.process.wait(timeout=2)
+                self.process.wait(timeout=min(self.timeout, SHUTDOWN_WAIT))
                 return
             except subprocess.TimeoutExpired:
                 continue
@@ -168,7 +197,10 @@ class HttpSession(_Session):
         try:
             response = urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
-            raise McpError(f"the MCP server answered {what} with HTTP {exc.code}: {exc.read(200).decode('utf-8', 'replace')}") from None
+            raise McpError(
+                f"the MCP server answered {what} with HTTP {exc.code}: "
+                + clip(exc.read(1600).decode("utf-8", "replace"), 200)
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise McpError(f"cannot reach the MCP server at {self.url}: {reason}") from None

@@ -1,4 +1,4 @@
-"""A command agent for the tests: reads the request on stdin, answers as the stub would; behaviour set by its argument."""
+"""A command agent for the tests: reads the request on stdin, answers as the stub would; its argument sets its ways."""
 
 import json
 import os

@@ -22,7 +22,17 @@ for line in sys.stdin:
     if "id" not in message or "method" not in message:
         continue  # a notification, or the client's answer to our ping
     if message["method"] == "initialize":
-        send({"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "rogue", "version": "0"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "rogue", "version": "0"},
+                },
+            }
+        )
         if mode == "exit":
             sys.exit(3)
         continue

@@ -1,0 +1,114 @@
+"""Settings several backends share, and how backends read a URL, headers, a credential and a request body."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.records import ConfigError
+from harness.settings import Setting, number
+
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# Headers the harness owns: the body's framing and type are ours to set.
+RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
+RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
+
+
+def redact_url(url: str) -> str:
+    """The URL with any userinfo and query string masked, for printing and results."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return "(hidden)" if "@" in url or "?" in url else url
+    host = parts.netloc.rpartition("@")[2]
+    userinfo = "***@" if "@" in parts.netloc else ""
+    query = "?***" if parts.query else ""
+    return f"{parts.scheme}://{userinfo}{host}{parts.path}{query}"
+
+
+def http_url(url: str, where: str) -> str:
+    """An http:// or https:// URL with a host; a message about it never shows its credentials or query."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(f"{where}: not a valid URL: {redact_url(url)}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: expected an http:// or https:// URL with a host, got {redact_url(url)!r}")
+    return url
+
+
+def header_safe(value: str) -> bool:
+    """A header value that cannot break the request: no control characters, encodable as HTTP sends it."""
+    return all(char == "\t" or 32 <= ord(char) < 127 or 160 <= ord(char) < 256 for char in value)
+
+
+def credential(value: str, where: str) -> str:
+    """A key or token fit to send in a header."""
+    if not header_safe(value):
+        raise ConfigError(f"{where}: must be one line of printable Latin-1 text")
+    return value
+
+
+def headers(text: str, where: str) -> dict[str, str]:
+    """A JSON object of extra headers; header values are secrets, so a message names the header, never a value."""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        raise ConfigError(f"{where}: expected a JSON object of header names to strings, got invalid JSON") from None
+    if not isinstance(fields, dict):
+        raise ConfigError(f"{where}: expected a JSON object of header names to strings")
+    for name, value in fields.items():
+        if not HEADER_NAME.match(name):
+            raise ConfigError(f"{where}: {name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ConfigError(f"{where}: {name} is set by the harness and cannot be overridden")
+        if not isinstance(value, str) or not header_safe(value):
+            raise ConfigError(f"{where}: the value of {name} must be one line of printable Latin-1 text")
+    return fields
+
+
+def request_fields(text: str, where: str) -> dict[str, Any]:
+    """A JSON object merged into every request body; it cannot set what the harness sends."""
+    try:
+        fields = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: expected a JSON object, got invalid JSON ({exc})") from None
+    if not isinstance(fields, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    for key in RESERVED_BODY_KEYS:
+        if key in fields:
+            raise ConfigError(f"{where}: cannot set {key!r}; the harness sends it")
+    return fields
+
+
+TIMEOUT = Setting(
+    "EVAL_TIMEOUT",
+    "--timeout",
+    "the longest one request may take, all of it, in seconds",
+    number(float, 0.001, 3600.0),
+    60.0,
+    "SECONDS",
+    shown="60",
+)
+RETRIES = Setting(
+    "EVAL_RETRIES",
+    "--retries",
+    "retries after the first attempt of a connection error, timeout, 429, 502, 503, 504",
+    number(int, 0, 10),
+    2,
+    "N",
+)
+MAX_RESPONSE_BYTES = Setting(
+    "EVAL_MAX_RESPONSE_BYTES",
+    "--max-response-bytes",
+    "the largest reply read, in bytes",
+    number(int, 1, 2**40),
+    10 * 1024 * 1024,
+    "N",
+)
+HEADERS = Setting("EVAL_AGENT_HEADERS", None, "a JSON object of extra request headers", headers, {}, secret=True)
+REQUEST_FIELDS = Setting(
+    "EVAL_AGENT_BODY", "--agent-body", "a JSON object merged into every request body", request_fields, {}, "JSON"
+)

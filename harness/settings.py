@@ -1,0 +1,187 @@
+"""Settings, each declared once by what uses it, read from its flag, else its variable, else its default."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.records import ConfigError
+
+Reader = Callable[[Any, str], Any]  # (the text given, where it was given) -> the value; ConfigError naming `where`
+
+
+def as_text(text: str, where: str) -> str:
+    """The text as given."""
+    return text
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its variable, its flag (none for a secret), how its text is read, its default, and its help."""
+
+    var: str
+    flag: str | None
+    help: str
+    read: Reader = as_text
+    default: Any = None
+    metavar: str = "VALUE"
+    shown: str | None = None  # the default as --help and the README say it, where the value itself does not say it well
+    secret: bool = False  # never printed or written; read from the environment only, so it shows in no `ps` or history
+    many: bool = False  # a repeatable flag; its variable is comma-separated
+    switch: bool = False  # a flag without a value; its variable is 1 or 0
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse keeps the flag's value in."""
+        return (self.flag or "")[2:].replace("-", "_")
+
+    @property
+    def default_text(self) -> str:
+        """The default as --help and the README say it; empty when there is none."""
+        if self.shown is not None:
+            return self.shown
+        return "" if self.default in (None, False, (), {}) else str(self.default)
+
+
+class Sources:
+    """Where settings come from: the parsed command line over the environment; an empty variable counts as unset."""
+
+    def __init__(self, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+        self.args = args
+        self.environ = environ
+
+    def text(self, setting: Setting) -> tuple[Any, str]:
+        """The value as given (None when not given) and where: the flag, else the variable."""
+        if setting.flag is not None:
+            value = getattr(self.args, setting.dest, None)
+            if value is not None:
+                return value, setting.flag
+        return self.environ.get(setting.var) or None, setting.var
+
+    def given(self, setting: Setting) -> bool:
+        """Whether the setting was given at all."""
+        return self.text(setting)[0] is not None
+
+    def get(self, setting: Setting) -> Any:
+        """The setting's value, read as it declares; its default when it was not given."""
+        text, where = self.text(setting)
+        return setting.default if text is None else setting.read(text, where)
+
+    def require(self, setting: Setting, backend: str) -> Any:
+        """The value of a setting the backend cannot do without."""
+        if not self.given(setting):
+            flag = f" (or give {setting.flag})" if setting.flag else ""
+            raise ConfigError(f"{setting.var}: required by the {backend} backend{flag}")
+        return self.get(setting)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as a ConfigError: one line, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{message} (see --help)")
+
+
+@dataclass(frozen=True)
+class Described:
+    """A setting as --help and the README show it: its flag, its variables, its default, who reads it, and its help."""
+
+    setting: Setting  # the first declared, for how its flag takes a value
+    variables: tuple[str, ...]
+    default: str
+    readers: tuple[str, ...]  # backends' names; empty for the run's own settings
+
+    @property
+    def meaning(self) -> str:
+        """`http, openai: the largest reply read`: who reads it, then what it is, and whether it is a secret."""
+        secret = " (a secret: never printed or written)" if self.setting.secret else ""
+        readers = f"{', '.join(self.readers)}: " if self.readers else ""
+        return f"{readers}{self.setting.help}{secret}"
+
+
+def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
+    """Every setting once, in the order first declared: settings that share a flag as one, the others by their variable.
+
+    groups: the settings of each reader of them, a backend's name, or "" for the run itself.
+    """
+    settings: dict[str, list[Setting]] = {}
+    readers: dict[str, list[str]] = {}
+    for who, declared in groups.items():
+        for setting in declared:
+            key = setting.flag or setting.var
+            if setting not in settings.setdefault(key, []):
+                settings[key].append(setting)
+            if who and who not in readers.setdefault(key, []):
+                readers[key].append(who)
+    found = []
+    for key, same in settings.items():
+        defaults = {setting.default_text for setting in same}
+        found.append(
+            Described(
+                same[0],
+                tuple(dict.fromkeys(setting.var for setting in same)),
+                defaults.pop() if len(defaults) == 1 else "",
+                tuple(readers.get(key, ())),
+            )
+        )
+    return found
+
+
+def add_settings(parser: argparse.ArgumentParser, title: str, groups: Mapping[str, Sequence[Setting]]) -> None:
+    """A flag for each setting that has one, its help naming who reads it, its variables and its default."""
+    group = parser.add_argument_group(title)
+    for item in described(groups):
+        flag = item.setting.flag
+        if flag is None:
+            continue
+        default = f", default {item.default}" if item.default else ""
+        help_text = f"{item.meaning} ({', '.join(item.variables)}{default})"
+        if item.setting.switch:
+            group.add_argument(flag, action="store_true", default=None, help=help_text)
+        else:
+            group.add_argument(
+                flag, metavar=item.setting.metavar, action="append" if item.setting.many else None, help=help_text
+            )
+
+
+def environment_only(groups: Mapping[str, Sequence[Setting]]) -> list[str]:
+    """A line per setting read from its variable alone, for --help: the secrets, and what a CI system sets."""
+    return [f"  {item.variables[0]:<20} {item.meaning}" for item in described(groups) if item.setting.flag is None]
+
+
+def number(kind: type, low: float, high: float) -> Reader:
+    """A reader of a whole number (kind int) or a number (float) from low to high."""
+    what = "a whole number" if kind is int else "a number"
+
+    def read(text: str, where: str) -> Any:
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            value = None
+        if value is None or value != value or not low <= value <= high:
+            raise ConfigError(f"{where}: expected {what} from {low} to {high}, got {text!r}")
+        return value
+
+    return read
+
+
+def choice(*options: str) -> Reader:
+    """A reader of one of a few words."""
+
+    def read(text: str, where: str) -> str:
+        if text not in options:
+            raise ConfigError(f"{where}: expected {' or '.join(options)}, got {text!r}")
+        return text
+
+    return read
+
+
+def writable_path(path: str, where: str) -> str:
+    """A file path whose folder exists, so the file can be written there at the end of a run."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{where}: cannot write {path}: no folder {folder}")
+    return path

@@ -1,0 +1,114 @@
+"""`eval_agent.py validate`: what is wrong or missing in a task file, before a run; with an MCP server, what drifted."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.config import TASKS
+from harness.records import TaskFile
+from harness.settings import Parser, Sources
+from harness.subcommands.tools import add_mcp_flags, live_tools
+from harness.taskfile import read_task_file
+from harness.text import count
+
+
+def main(argv: Sequence[str]) -> int:
+    """Every problem at once, the coverage table, and with an MCP server the drift from its live surface."""
+    parser = Parser(
+        prog="eval_agent.py validate",
+        description="Check a task file: every problem at once, happy-path and negative coverage per tool, "
+        "drift from a live MCP server.",
+        epilog="Exit codes: 0 valid, 1 coverage gaps with --strict or drift from the live server, "
+        "2 an invalid task file, 3 the MCP server failed.",
+    )
+    parser.add_argument("--tasks", metavar="FILE", help=f"the task file ({TASKS.var}, default {TASKS.shown})")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a tool lacks a happy-path or a negative task"
+    )
+    add_mcp_flags(parser)
+    args = parser.parse_args(argv)
+    path = Sources(args, os.environ).get(TASKS)
+    task_file, problems = read_task_file(path, os.environ)
+    if task_file is None:
+        for problem in problems:
+            print(f"{path}: {problem}")
+        print(f"{count(len(problems), 'problem')}: not a valid task file")
+        return 2
+    print(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
+    per_tool, per_category = coverage(task_file)
+    for line in coverage_table(per_tool, per_category):
+        print(line)
+    gaps = [
+        f"{name} has no {kind} task"
+        for name, (happy, negative) in per_tool.items()
+        for kind, ids in (("happy-path", happy), ("negative", negative))
+        if not ids
+    ]
+    for gap in gaps:
+        print(f"{'error' if args.strict else 'warning'}: {gap}")
+    code = 1 if gaps and args.strict else 0
+    if args.mcp_command or args.mcp_url:
+        differences = drift(task_file, live_tools(args))
+        print(f"live surface: {count(len(differences), 'difference')} from the task file")
+        for difference in differences:
+            print(f"  {difference}")
+        code = 1 if differences else code
+    return code
+
+
+def coverage(task_file: TaskFile) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, tuple[int, int]]]:
+    """Per tool, the tasks that expect it (happy path) and that forbid it (negative); per category, the counts."""
+    per_tool: dict[str, tuple[list[str], list[str]]] = {tool.name: ([], []) for tool in task_file.tools}
+    per_category: dict[str, tuple[int, int]] = {}
+    for task in task_file.tasks:
+        steps = task.expect.steps
+        for step in steps:
+            per_tool[step.tool][0].append(task.id)
+        for name in task.expect.forbidden_tools:
+            per_tool[name][1].append(task.id)
+        happy, negative = per_category.get(task.category, (0, 0))
+        per_category[task.category] = (happy + bool(steps), negative + (not steps or bool(task.expect.forbidden_tools)))
+    return per_tool, per_category
+
+
+def coverage_table(
+    per_tool: Mapping[str, tuple[list[str], list[str]]], per_category: Mapping[str, tuple[int, int]]
+) -> list[str]:
+    width = max([len("tool"), *map(len, per_tool)])
+    lines = [f"{'tool':<{width}}  happy  negative"]
+    lines += [f"{name:<{width}}  {len(happy):>5}  {len(negative):>8}" for name, (happy, negative) in per_tool.items()]
+    width = max([len("category"), *map(len, per_category)])
+    lines.append(f"{'category':<{width}}  happy  negative")
+    lines += [f"{name:<{width}}  {happy:>5}  {negative:>8}" for name, (happy, negative) in per_category.items()]
+    return lines
+
+
+def drift(task_file: TaskFile, live: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What of the task file no longer matches the live surface: tools gone, properties gone, new required args."""
+    server = {tool["name"]: tool for tool in live}
+    differences = [f"{tool.name}: not on the server" for tool in task_file.tools if tool.name not in server]
+    declared = {tool.name: tool for tool in task_file.tools}
+    for index, task in enumerate(task_file.tasks):
+        for step in task.expect.steps:
+            if step.tool not in server:
+                continue
+            schema = server[step.tool].get("inputSchema") or {}
+            properties, required = schema.get("properties") or {}, schema.get("required") or []
+            supplied = [*step.required_args, *step.arg_values]
+            for key in supplied:
+                if key not in properties:
+                    differences.append(
+                        f"tasks[{index}] ({task.id}): {step.tool} has no property {key} on the server any more"
+                    )
+            newly_required = [
+                key for key in required if key not in declared[step.tool].input_schema.get("required", [])
+            ]
+            for key in newly_required:
+                if key not in supplied:
+                    differences.append(
+                        f"tasks[{index}] ({task.id}): the server now requires {key} of {step.tool}, "
+                        "which the task does not supply"
+                    )
+    return differences

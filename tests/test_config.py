@@ -1,0 +1,360 @@
+"""Settings: a bad flag or variable is one line naming it (tables, in-process); each subcommand's wiring of exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import unittest
+from decimal import Decimal
+
+from backends import BACKENDS
+from eval_agent import configure
+from harness.config import RUN_SETTINGS
+from harness.records import ConfigError, Outputs
+from harness.selection import select_tasks, shard_of
+from harness.taskfile import load_task_file
+from tests.support import CANONICAL_TASKS, DATA, TempDirTestCase, clean_env, run_cli
+
+HTTP = {"EVAL_BACKEND": "http", "EVAL_AGENT_URL": "http://127.0.0.1:9/run"}
+SECRET = "hdr-0b8d41-secret"
+MISSING = os.path.join(DATA, "no-such-folder", "r.json")
+
+# (name, argv, environment, the one line that names what is wrong)
+RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
+    (
+        "a gate that is not a number",
+        [],
+        {"EVAL_GATE": "abc"},
+        "EVAL_GATE: expected a percentage from 0 to 100, got 'abc'",
+    ),
+    *[
+        (f"a gate of {gate}", ["--gate", gate], {}, f"--gate: expected a percentage from 0 to 100, got {gate!r}")
+        for gate in ("101", "-1", "nan", "inf")
+    ],
+    (
+        "an unknown backend",
+        [],
+        {"EVAL_BACKEND": "opneai"},
+        "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http, openai, anthropic, command)",
+    ),
+    ("an unknown flag", ["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)"),
+    ("a flag without its value", ["--gate"], {}, "argument --gate: expected one argument (see --help)"),
+    ("no runs", ["--runs", "0"], {}, "--runs: expected a whole number from 1 to 100, got '0'"),
+    ("runs in words", [], {"EVAL_RUNS": "many"}, "EVAL_RUNS: expected a whole number from 1 to 100, got 'many'"),
+    ("an unknown gate-on", ["--gate-on", "all"], {}, "--gate-on: expected trials or pass-all, got 'all'"),
+    (
+        "concurrency 0",
+        [],
+        {"EVAL_CONCURRENCY": "0"},
+        "EVAL_CONCURRENCY: expected a whole number from 1 to 256, got '0'",
+    ),
+    *[
+        (
+            f"a shard of {value}",
+            ["--shard", value],
+            {},
+            f"--shard: expected K/N with 1 <= K <= N, e.g. 2/4, got {value!r}",
+        )
+        for value in ("0/4", "5/4", "2")
+    ],
+    ("a dry run of maybe", [], {"EVAL_DRY_RUN": "maybe"}, "EVAL_DRY_RUN: expected 1 or 0, got 'maybe'"),
+    (
+        "results in a missing folder",
+        ["--out", MISSING],
+        {},
+        f"--out: cannot write {MISSING}: no folder {os.path.dirname(MISSING)}",
+    ),
+    (
+        "JUnit in a missing folder",
+        [],
+        {"EVAL_JUNIT": MISSING},
+        f"EVAL_JUNIT: cannot write {MISSING}: no folder {os.path.dirname(MISSING)}",
+    ),
+    (
+        "a step summary in a missing folder",
+        [],
+        {"GITHUB_STEP_SUMMARY": MISSING},
+        f"GITHUB_STEP_SUMMARY: cannot write {MISSING}: no folder {os.path.dirname(MISSING)}",
+    ),
+    (
+        "a system prompt file that is not there",
+        ["--system-prompt-file", "nope.txt"],
+        {},
+        "--system-prompt-file: cannot read nope.txt: No such file or directory",
+    ),
+]
+
+HTTP_ERRORS: list[tuple[str, dict[str, str], str]] = [
+    ("no URL", {"EVAL_AGENT_URL": ""}, "EVAL_AGENT_URL: required by the http backend (or give --agent-url)"),
+    (
+        "not http",
+        {"EVAL_AGENT_URL": "ftp://host/run"},
+        "EVAL_AGENT_URL: expected an http:// or https:// URL with a host, got 'ftp://host/run'",
+    ),
+    (
+        "no scheme",
+        {"EVAL_AGENT_URL": "localhost:3000/run"},
+        "EVAL_AGENT_URL: expected an http:// or https:// URL with a host, got 'localhost:3000/run'",
+    ),
+    (
+        "a bad port, its credentials hidden",
+        {"EVAL_AGENT_URL": "http://u:pw@host:99999/run"},
+        "EVAL_AGENT_URL: not a valid URL: http://***@host:99999/run",
+    ),
+    ("a timeout of 0", {"EVAL_TIMEOUT": "0"}, "EVAL_TIMEOUT: expected a number from 0.001 to 3600.0, got '0'"),
+    (
+        "a timeout in words",
+        {"EVAL_TIMEOUT": "soon"},
+        "EVAL_TIMEOUT: expected a number from 0.001 to 3600.0, got 'soon'",
+    ),
+    ("retries in words", {"EVAL_RETRIES": "two"}, "EVAL_RETRIES: expected a whole number from 0 to 10, got 'two'"),
+    (
+        "a size with a unit",
+        {"EVAL_MAX_RESPONSE_BYTES": "10MB"},
+        "EVAL_MAX_RESPONSE_BYTES: expected a whole number from 1 to 1099511627776, got '10MB'",
+    ),
+    (
+        "a body that sets the prompt",
+        {"EVAL_AGENT_BODY": '{"prompt": "hi"}'},
+        "EVAL_AGENT_BODY: cannot set 'prompt'; the harness sends it",
+    ),
+    ("a body that is a list", {"EVAL_AGENT_BODY": "[1]"}, "EVAL_AGENT_BODY: expected a JSON object"),
+    (
+        "a token that breaks the request line",
+        {"EVAL_AGENT_TOKEN": "abc\r\nX-Injected: 1"},
+        "EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text",
+    ),
+    (
+        "a token beside an Authorization header",
+        {"EVAL_AGENT_TOKEN": "t", "EVAL_AGENT_HEADERS": '{"Authorization": "Basic x"}'},
+        "EVAL_AGENT_TOKEN: set, and EVAL_AGENT_URL or EVAL_AGENT_HEADERS carries credentials too; give one",
+    ),
+    (
+        "headers that are not JSON, their value not echoed",
+        {"EVAL_AGENT_HEADERS": "{not json " + SECRET},
+        "EVAL_AGENT_HEADERS: expected a JSON object of header names to strings, got invalid JSON",
+    ),
+    (
+        "a header value that is not text, not echoed",
+        {"EVAL_AGENT_HEADERS": json.dumps({"X-Key": ["a", SECRET]})},
+        "EVAL_AGENT_HEADERS: the value of X-Key must be one line of printable Latin-1 text",
+    ),
+    (
+        "a header the harness owns",
+        {"EVAL_AGENT_HEADERS": json.dumps({"Content-Type": SECRET})},
+        "EVAL_AGENT_HEADERS: Content-Type is set by the harness and cannot be overridden",
+    ),
+]
+
+OTHER_BACKEND_ERRORS: list[tuple[str, dict[str, str], str]] = [
+    (
+        "openai without a model",
+        {"EVAL_BACKEND": "openai"},
+        "EVAL_MODEL: required by the openai backend (or give --model)",
+    ),
+    (
+        "anthropic without a model",
+        {"EVAL_BACKEND": "anthropic"},
+        "EVAL_MODEL: required by the anthropic backend (or give --model)",
+    ),
+    (
+        "a temperature out of range",
+        {"EVAL_BACKEND": "openai", "EVAL_MODEL": "m", "EVAL_TEMPERATURE": "3"},
+        "EVAL_TEMPERATURE: expected a number from 0.0 to 2.0, got '3'",
+    ),
+    (
+        "a base URL that is not one",
+        {"EVAL_BACKEND": "anthropic", "EVAL_MODEL": "m", "ANTHROPIC_BASE_URL": "api.anthropic.com"},
+        "ANTHROPIC_BASE_URL: expected an http:// or https:// URL with a host, got 'api.anthropic.com'",
+    ),
+    (
+        "a key that breaks a header",
+        {"EVAL_BACKEND": "openai", "EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-1\n"},
+        "OPENAI_API_KEY: must be one line of printable Latin-1 text",
+    ),
+    (
+        "max tokens of 0",
+        {"EVAL_BACKEND": "anthropic", "EVAL_MODEL": "m", "EVAL_MAX_TOKENS": "0"},
+        "EVAL_MAX_TOKENS: expected a whole number from 1 to 1000000, got '0'",
+    ),
+    (
+        "a command with no command",
+        {"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": ""},
+        "EVAL_AGENT_CMD: required by the command backend (or give --agent-cmd)",
+    ),
+    (
+        "a command that is not there",
+        {"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": "no-such-agent --x"},
+        "EVAL_AGENT_CMD: 'no-such-agent' is not an executable file or a command on PATH",
+    ),
+    (
+        "a command that does not split",
+        {"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": "python 'unclosed"},
+        'EVAL_AGENT_CMD: cannot split "python \'unclosed": No closing quotation',
+    ),
+]
+
+
+class ConfigurationTables(unittest.TestCase):
+    def assert_config_error(self, argv: list[str], environ: dict[str, str], message: str) -> None:
+        with self.assertRaises(ConfigError) as caught:
+            configure(argv, environ)
+        self.assertEqual(str(caught.exception), message)
+
+    def test_each_bad_run_setting_is_one_line_naming_it(self) -> None:
+        for name, argv, environ, message in RUN_ERRORS:
+            with self.subTest(name):
+                self.assert_config_error(argv, environ, message)
+
+    def test_each_bad_http_setting_is_one_line_naming_it_and_no_secret(self) -> None:
+        for name, environ, message in HTTP_ERRORS:
+            with self.subTest(name):
+                self.assert_config_error([], {**HTTP, **environ}, message)
+                self.assertNotIn(SECRET, message)
+
+    def test_each_bad_provider_or_command_setting_is_one_line_naming_it(self) -> None:
+        for name, environ, message in OTHER_BACKEND_ERRORS:
+            with self.subTest(name):
+                self.assert_config_error([], environ, message)
+
+    def test_a_flag_names_itself_when_it_is_the_bad_one(self) -> None:
+        self.assert_config_error(
+            ["--timeout", "soon"], HTTP, "--timeout: expected a number from 0.001 to 3600.0, got 'soon'"
+        )
+        self.assert_config_error(
+            ["--agent-url", "ftp://x/"],
+            HTTP,
+            "--agent-url: expected an http:// or https:// URL with a host, got 'ftp://x/'",
+        )
+
+
+class SettingsResolve(unittest.TestCase):
+    def test_a_flag_wins_over_its_variable(self) -> None:
+        config, _, settings = configure(
+            ["--gate", "90", "--timeout", "5"], {**HTTP, "EVAL_GATE": "abc", "EVAL_TIMEOUT": "soon"}
+        )
+        self.assertEqual((config.gate, settings.timeout), (Decimal(90), 5.0))
+
+    def test_an_empty_variable_counts_as_unset(self) -> None:
+        config, backend, _ = configure([], {"EVAL_GATE": "", "EVAL_BACKEND": "", "EVAL_RUNS": ""})
+        self.assertEqual((config.gate, backend, config.runs), (Decimal(80), "stub", 1))
+
+    def test_an_agent_url_alone_selects_the_http_backend(self) -> None:
+        _, backend, settings = configure([], {"EVAL_AGENT_URL": "http://127.0.0.1:9/run"})
+        self.assertEqual(
+            (backend, settings.url, settings.retries, settings.timeout), ("http", "http://127.0.0.1:9/run", 2, 60.0)
+        )
+
+    def test_outputs_come_from_flags_and_variables_and_the_ci_summary_is_added(self) -> None:
+        config, _, _ = configure(
+            ["--junit", "j.xml"],
+            {"EVAL_RESULTS": "r.json", "EVAL_SUMMARY_MD": "s.md", "GITHUB_STEP_SUMMARY": "step.md"},
+        )
+        self.assertEqual(config.outputs, Outputs("r.json", "j.xml", ("s.md", "step.md")))
+
+    def test_globs_come_from_repeated_flags_or_a_comma_separated_variable(self) -> None:
+        config, _, _ = configure(["--task", "a*", "--task", "b*"], {"EVAL_CATEGORY_GLOB": "safety, asset.get,"})
+        self.assertEqual((config.task_globs, config.category_globs), (("a*", "b*"), ("safety", "asset.get")))
+
+    def test_secrets_have_no_flag_so_they_show_in_no_process_list_or_history(self) -> None:
+        declared = [*RUN_SETTINGS, *(setting for backend in BACKENDS.values() for setting in backend.SETTINGS)]
+        secrets = {setting.var for setting in declared if setting.secret}
+        self.assertEqual(secrets, {"EVAL_AGENT_TOKEN", "EVAL_AGENT_HEADERS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
+        self.assertEqual([setting.var for setting in declared if setting.secret and setting.flag], [])
+
+    def test_secrets_stay_out_of_the_settings_repr(self) -> None:
+        _, _, settings = configure(
+            [],
+            {
+                **HTTP,
+                "EVAL_AGENT_URL": "http://u:pw-1@h/run?key=q-2",
+                "EVAL_AGENT_HEADERS": json.dumps({"X-K": SECRET}),
+            },
+        )
+        for secret in ("pw-1", "q-2", SECRET):
+            self.assertNotIn(secret, repr(settings))
+
+
+class Selection(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tasks = load_task_file(CANONICAL_TASKS).tasks
+
+    def test_a_glob_that_matches_nothing_is_a_configuration_error(self) -> None:
+        for task_globs, category_globs, message in [
+            (["asset-get-detials"], [], "--task 'asset-get-detials' matches no task id"),
+            ([], ["Safety"], "--category 'Safety' matches no task category"),
+            (["safety-*"], ["asset.*"], "--task and --category together select no task"),
+        ]:
+            with self.subTest(message):
+                with self.assertRaises(ConfigError) as caught:
+                    select_tasks(self.tasks, task_globs, category_globs)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_a_shard_with_no_task_left_is_a_configuration_error(self) -> None:
+        with self.assertRaises(ConfigError) as caught:
+            shard_of(self.tasks, 11, 11)
+        self.assertEqual(
+            str(caught.exception), "--shard 11/11: 10 selected tasks leave this shard empty; use at most 10 shards"
+        )
+
+
+class Wiring(TempDirTestCase):
+    """A subprocess per subcommand: a ConfigError is `eval_agent[ SUB]: error: ...`, exit 2, and nothing written."""
+
+    def assert_exit_2(self, args: list[str], message: str, **env: str) -> None:
+        self.assertEqual(run_cli(*args, env=clean_env(**env), cwd=self.tmp), ("", f"{message}\n", 2))
+        self.assertEqual(os.listdir(self.tmp), [], "a configuration error runs nothing and writes nothing")
+
+    def test_a_run(self) -> None:
+        self.assert_exit_2(
+            [], "eval_agent: error: EVAL_GATE: expected a percentage from 0 to 100, got 'abc'", EVAL_GATE="abc"
+        )
+
+    def test_a_run_with_an_invalid_task_file_names_the_file_and_json_path(self) -> None:
+        path = os.path.join(DATA, "tasks", "invalid", "required-args-not-a-list.json")
+        self.assert_exit_2(
+            ["--tasks", path], f"eval_agent: error: {path}: tasks[0].expect.requiredArgs: expected a list of strings"
+        )
+
+    def test_merge(self) -> None:
+        self.assert_exit_2(
+            ["merge", "missing.json", "--out", "m.json"],
+            "eval_agent merge: error: missing.json: cannot read: No such file or directory",
+        )
+
+    def test_compare(self) -> None:
+        self.assert_exit_2(
+            ["compare", "a.json", "b.json"], "eval_agent compare: error: a.json: cannot read: No such file or directory"
+        )
+
+    def test_validate(self) -> None:
+        self.assert_exit_2(
+            ["validate", "--tasks", "nope.json"],
+            "eval_agent validate: error: nope.json: cannot read the task file: No such file or directory",
+        )
+
+    def test_tools(self) -> None:
+        self.assert_exit_2(["tools"], "eval_agent tools: error: give --mcp-command or --mcp-url (see --help)")
+
+
+class Help(unittest.TestCase):
+    def test_help_lists_every_setting_with_its_variable_the_subcommands_and_the_exit_codes(self) -> None:
+        stdout, stderr, code = run_cli("--help")
+        self.assertEqual((stderr, code), ("", 0))
+        for flag, var in [
+            ("--backend", "EVAL_BACKEND"),
+            ("--gate", "EVAL_GATE"),
+            ("--agent-url", "EVAL_AGENT_URL"),
+            ("--timeout", "EVAL_TIMEOUT"),
+        ]:
+            self.assertIn(flag, stdout)
+            self.assertIn(var, stdout)
+        for secret in ("EVAL_AGENT_TOKEN", "EVAL_AGENT_HEADERS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+            self.assertIn(f"\n  {secret} ", stdout)
+        for subcommand in ("merge", "compare", "validate", "tools"):
+            self.assertRegex(stdout, rf"\n  {subcommand} +\w")
+        self.assertIn("4 internal error (a bug in the harness)", " ".join(stdout.split()))
+
+
+if __name__ == "__main__":
+    unittest.main()
