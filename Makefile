@@ -8,10 +8,14 @@ VPY := $(VENV)/bin/python
 eval:
 	@$(PYTHON) eval_agent.py
 
-## test: install the test-only tools into .venv if missing, then run every test
+## test: install the test-only tools into .venv if missing, lint, then run every test
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/vermin -q --no-tips --violations --target=3.10- --exclude-regex '(^|/)\.venv/' .
-	$(VPY) -m unittest discover -s tests -t . $(if $(VERBOSE),-v,)
+	@# The tests start the CLI in many subprocesses: compile it once here, not in each (PYTHONDONTWRITEBYTECODE may be set).
+	$(VPY) -m compileall -q harness backends tests
+	$(VPY) -m tests.parallel $(if $(VERBOSE),-v,)
 
 $(VENV)/.installed: requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
