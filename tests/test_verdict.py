@@ -102,7 +102,7 @@ VERDICTS = [
     (
         "one task reached it",
         [tally_of(entry("error", code="reply:connect")), tally_of(entry("pass"))],
-        {"regressed": ()},
+        {},
         ("below-gate",),
         1,
     ),
