@@ -100,6 +100,7 @@ def run(argv: Sequence[str]) -> int:
     plan += f" × {config.runs} runs" if config.runs > 1 else ""
     plan += f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else ""
     plan += f" on backend {backend_name}" + (f" at {settings['url']}" if "url" in settings else "")
+    plan += f" ({backend.CAVEAT})" if getattr(backend, "CAVEAT", "") else ""
     if config.dry_run:
         for line in dry_run_lines(plan, config, tasks, settings):
             say(line)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from backends.anthropic_messages import AnthropicMessagesBackend
 from backends.command_agent import CommandAgentBackend
-from backends.http_agent import AGENT_URL, HttpAgentBackend
+from backends.http_agent import HttpAgentBackend
 from backends.openai_chat import OpenAIChatBackend
 from backends.stub import StubBackend
 from harness.records import AgentSurface, Backend, ConfigError
@@ -40,14 +40,51 @@ BACKEND = Setting(
     "--backend",
     f"where prompts go: {', '.join(list(BACKENDS)[:-1])} or {list(BACKENDS)[-1]}",
     metavar="NAME",
-    shown="http when an agent URL is set, else stub",
+    shown="the one whose settings are given, else stub",
 )
 
 
 def choose(sources: Sources) -> str:
-    """The backend's name: as given, else http when an agent URL is given, else stub."""
+    """The backend a run uses: the one named, else the one its settings belong to, else the stub.
+
+    A setting given for a backend that is not the one used is an error, so that no setting is silently ignored.
+    """
+    given = settings_given(sources)
     name, where = sources.text(BACKEND)
-    name = name or ("http" if sources.given(AGENT_URL) else "stub")
-    if name not in BACKENDS:
-        raise ConfigError(f"{where}: unknown backend {name!r} (choose from: {', '.join(BACKENDS)})")
-    return name
+    if name is not None:
+        if name not in BACKENDS:
+            raise ConfigError(f"{where}: unknown backend {name!r} (choose from: {', '.join(BACKENDS)})")
+        foreign = [where for where, readers in given.items() if name not in readers]
+        if foreign:
+            them = "it" if len(foreign) == 1 else "them"
+            raise ConfigError(f"{', '.join(foreign)}: set, but the {name} backend does not read {them}")
+        return name
+    if not given:
+        return "stub"
+    candidates = [name for name in BACKENDS if all(name in readers for readers in given.values())]
+    hinted = [name for name in candidates if any(sources.given(s) for s in BACKENDS[name].SETTINGS if s.ambient)]
+    if len(candidates) == 1 or len(hinted) == 1:
+        return candidates[0] if len(candidates) == 1 else hinted[0]
+    choose_one = "choose one with EVAL_BACKEND (or --backend)"
+    if not candidates:
+        settings = ", ".join(f"{where} ({', '.join(readers)})" for where, readers in given.items())
+        raise ConfigError(f"{settings}: no one backend reads all of these; {choose_one}")
+    raise ConfigError(f"{', '.join(given)}: read by the {_and(candidates)} backends alike; {choose_one}")
+
+
+def settings_given(sources: Sources) -> dict[str, list[str]]:
+    """Each backend setting given, by where (its flag or its variable), with the names of the backends that read it.
+
+    A provider's own variable (OPENAI_API_KEY...) in the environment may be there for other tools: it is left out.
+    """
+    given: dict[str, list[str]] = {}
+    for name, backend in BACKENDS.items():
+        for setting in backend.SETTINGS:
+            value, where = sources.text(setting)
+            if value is not None and not (setting.ambient and where == setting.var):
+                given.setdefault(where, []).append(name)
+    return given
+
+
+def _and(names: Sequence[str]) -> str:
+    return f"{', '.join(names[:-1])} and {names[-1]}"

@@ -29,12 +29,14 @@ TEMPERATURE = Setting(
 
 def base_url(var: str, default: str) -> Setting:
     """A provider's base URL: its own variable, the flag both providers share."""
-    return Setting(var, "--base-url", "the API's base URL", http_url, default, "URL", shown="the provider's own")
+    return Setting(
+        var, "--base-url", "the API's base URL", http_url, default, "URL", shown="the provider's own", ambient=True
+    )
 
 
 def api_key(var: str) -> Setting:
     """A provider's API key, from its own variable only."""
-    return Setting(var, None, "the API key", credential, secret=True)
+    return Setting(var, None, "the API key", credential, secret=True, ambient=True)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ class StubBackend:
 
     NAME = "stub"
     SETTINGS = ()
+    CAVEAT = "canned replies: this proves the wiring, not an agent"  # said where the run says what it runs on
 
     @classmethod
     def configure(cls, sources: Sources) -> None:

@@ -30,6 +30,7 @@ class Setting:
     metavar: str = "VALUE"
     shown: str | None = None  # the default as --help and the README say it, where the value itself does not say it well
     secret: bool = False  # never printed or written; read from the environment only, so it shows in no `ps` or history
+    ambient: bool = False  # a provider's own variable, set for other tools too: by itself it chooses no backend
     many: bool = False  # a repeatable flag; its variable is comma-separated
     switch: bool = False  # a flag without a value; its variable is 1 or 0
 

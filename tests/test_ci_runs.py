@@ -142,6 +142,9 @@ class DryRun(CiTestCase):
         stdout, _, code = run_cli("--dry-run", "--tasks", self.write_json("t.json", data), cwd=self.tmp)
         self.assertEqual(code, 0)
         lines = stdout.splitlines()
+        self.assertTrue(
+            lines[0].endswith("on backend stub (canned replies: this proves the wiring, not an agent)"), lines[0]
+        )
         self.assertIn(
             "  asset-search-by-tag          asset.search  expects imageman.asset.search(tags), then"
             " imageman.asset.tag()",

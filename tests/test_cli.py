@@ -25,7 +25,11 @@ class StubRun(TempDirTestCase):
         stdout, stderr, code = run_cli(cwd=self.tmp)
         lines = stdout.splitlines()
         self.assertEqual((lines[-1], stderr, code), (ALL_PASS, "", 0))
-        self.assertEqual(lines[0], f"10 of 10 tasks from {CANONICAL_TASKS} on backend stub")
+        self.assertEqual(
+            lines[0],
+            f"10 of 10 tasks from {CANONICAL_TASKS} on backend stub"
+            " (canned replies: this proves the wiring, not an agent)",
+        )
         task_lines = lines[1:-1]
         self.assertEqual(len(task_lines), 10)
         self.assertTrue(all(line.startswith("PASS  ") for line in task_lines), task_lines)

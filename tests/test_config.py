@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import unittest
 from decimal import Decimal
 
@@ -195,6 +196,56 @@ OTHER_BACKEND_ERRORS: list[tuple[str, dict[str, str], str]] = [
 ]
 
 
+# (name, argv, environment, the backend chosen, or the one line that says why none can be)
+CHOICES: list[tuple[str, list[str], dict[str, str], str]] = [
+    ("no backend setting: the stub", [], {}, "stub"),
+    ("an agent URL: http", [], {"EVAL_AGENT_URL": "http://127.0.0.1:9/run"}, "http"),
+    ("a command: command", [], {"EVAL_AGENT_CMD": sys.executable}, "command"),
+    ("a model and an OpenAI key: openai", [], {"EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-1234"}, "openai"),
+    ("a model and an Anthropic key: anthropic", ["--model", "m"], {"ANTHROPIC_API_KEY": "ak-1234"}, "anthropic"),
+    ("a provider's key set for other tools chooses nothing", [], {"OPENAI_API_KEY": "sk-1234"}, "stub"),
+    ("and conflicts with nothing", [], {"EVAL_AGENT_URL": "http://127.0.0.1:9/run", "ANTHROPIC_API_KEY": "ak"}, "http"),
+    (
+        "a model alone could be either provider",
+        [],
+        {"EVAL_MODEL": "m"},
+        "EVAL_MODEL: read by the openai and anthropic backends alike; choose one with EVAL_BACKEND (or --backend)",
+    ),
+    (
+        "a model with both providers' keys",
+        [],
+        {"EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-1234", "ANTHROPIC_API_KEY": "ak-1234"},
+        "EVAL_MODEL: read by the openai and anthropic backends alike; choose one with EVAL_BACKEND (or --backend)",
+    ),
+    (
+        "a timeout alone",
+        [],
+        {"EVAL_TIMEOUT": "5"},
+        "EVAL_TIMEOUT: read by the http, openai, anthropic and command backends alike;"
+        " choose one with EVAL_BACKEND (or --backend)",
+    ),
+    (
+        "settings of two backends",
+        ["--agent-cmd", sys.executable],
+        {"EVAL_AGENT_URL": "http://127.0.0.1:9/run"},
+        "EVAL_AGENT_URL (http), --agent-cmd (command): no one backend reads all of these;"
+        " choose one with EVAL_BACKEND (or --backend)",
+    ),
+    (
+        "a URL for the stub",
+        ["--backend", "stub", "--agent-url", "http://127.0.0.1:9/run"],
+        {},
+        "--agent-url: set, but the stub backend does not read it",
+    ),
+    (
+        "a command and a token for openai",
+        [],
+        {"EVAL_BACKEND": "openai", "EVAL_MODEL": "m", "EVAL_AGENT_CMD": "x", "EVAL_AGENT_TOKEN": "t0ken"},
+        "EVAL_AGENT_TOKEN, EVAL_AGENT_CMD: set, but the openai backend does not read them",
+    ),
+]
+
+
 class ConfigurationTables(unittest.TestCase):
     def assert_config_error(self, argv: list[str], environ: dict[str, str], message: str) -> None:
         with self.assertRaises(ConfigError) as caught:
@@ -216,6 +267,14 @@ class ConfigurationTables(unittest.TestCase):
         for name, environ, message in OTHER_BACKEND_ERRORS:
             with self.subTest(name):
                 self.assert_config_error([], environ, message)
+
+    def test_the_backend_is_the_one_named_else_the_one_its_settings_belong_to_else_the_stub(self) -> None:
+        for name, argv, environ, expected in CHOICES:
+            with self.subTest(name):
+                if expected in BACKENDS:
+                    self.assertEqual(configure(argv, environ)[1], expected)
+                else:
+                    self.assert_config_error(argv, environ, expected)
 
     def test_a_flag_names_itself_when_it_is_the_bad_one(self) -> None:
         self.assert_config_error(
