@@ -9,6 +9,7 @@ from harness.records import BackendError, Reply, ToolCall
 from harness.text import clip, kind
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
+BLANK = "a blank reply: no tool call, no refusal, no text"
 
 
 def parse_reply(body: Any, attempts: int = 1) -> Reply:
@@ -37,6 +38,10 @@ def parse_reply(body: Any, attempts: int = 1) -> Reply:
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BackendError("reply:bad-text", f"text: expected a string, got {kind(text)}")
+    # No call is an answer only when said (toolCall: null, toolCalls: []): a blank reply must not pass a refusal task.
+    says_no_call = ("toolCall" in body and body["toolCall"] is None) or body.get("toolCalls") == []
+    if not calls and not refused and not (text or "").strip() and not says_no_call:
+        raise BackendError("reply:empty", BLANK)
     return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts)
 
 

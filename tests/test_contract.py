@@ -31,6 +31,8 @@ VALID: list[tuple[str, Any, Reply]] = [
     ),
     ("args left out are empty", {"toolCall": {"name": "ping"}}, Reply((ToolCall("ping", {}),))),
     ("an explicit null toolCall is no call", {"toolCall": None}, Reply()),
+    ("an explicit empty toolCalls is no call", {"toolCalls": []}, Reply()),
+    ("so is either with blank text", {"toolCall": None, "text": " "}, Reply(text=" ")),
     ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.")),
     ("text alone is no call", {"text": "Which asset?"}, Reply(text="Which asset?")),
     ("unknown fields are ignored", {"toolCall": None, "traceId": "x"}, Reply()),
@@ -40,6 +42,8 @@ VALID: list[tuple[str, Any, Reply]] = [
         Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),)),
     ),
 ]
+
+BLANK = "a blank reply: no tool call, no refusal, no text"
 
 # (name, body, error code, reason)
 INVALID: list[tuple[str, Any, str, str]] = [
@@ -51,6 +55,15 @@ INVALID: list[tuple[str, Any, str, str]] = [
         {"status": "ok"},
         "reply:empty",
         "the reply holds none of toolCall, toolCalls, refused, text",
+    ),
+    ("empty text alone", {"text": ""}, "reply:empty", BLANK),
+    ("blank text alone", {"text": " \n\t"}, "reply:empty", BLANK),
+    ("not refused and nothing else", {"refused": False}, "reply:empty", BLANK),
+    (
+        "every field null but toolCall, left out",
+        {"toolCalls": None, "refused": None, "text": None},
+        "reply:empty",
+        BLANK,
     ),
     (
         "refused as a string",

@@ -15,6 +15,7 @@ from typing import Any
 
 import trustme
 
+from backends.contract import BLANK
 from backends.transport import retry_after_seconds
 from harness.records import Result
 from harness.running import run_task
@@ -237,6 +238,7 @@ FAILURES: list[tuple[str, Any, dict[str, str], str, str]] = [
         "reply:empty",
         "the reply holds none of toolCall, toolCalls, refused, text",
     ),
+    ("blank text, no call", status(200, b'{"text": " ", "refused": false}'), {}, "reply:empty", BLANK),
     (
         "refused as a string",
         status(200, b'{"refused": "yes"}'),
