@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import MODEL, TEMPERATURE, ProviderBackend, ProviderSettings, api_key, base_url, tokens
+from backends.provider import (
+    MAX_TOKENS,
+    MODEL,
+    TEMPERATURE,
+    ProviderBackend,
+    ProviderSettings,
+    api_key,
+    base_url,
+    tokens,
+)
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool
-from harness.settings import Setting, Sources, number
 
 API_VERSION = "2023-06-01"
 OVERLOADED = 529
-MAX_TOKENS = Setting(
-    "EVAL_MAX_TOKENS", "--max-tokens", "the most tokens a reply may have", number(int, 1, 1_000_000), 1024, "N"
-)
 
 
 class AnthropicMessagesBackend(ProviderBackend):
@@ -24,11 +29,6 @@ class AnthropicMessagesBackend(ProviderBackend):
     API_KEY = api_key("ANTHROPIC_API_KEY")
     SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, MAX_TOKENS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
     RETRIED_TOO = frozenset({OVERLOADED})
-
-    @classmethod
-    def configure(cls, sources: Sources) -> ProviderSettings:
-        """The providers' settings, and the most tokens a reply may have: Messages requires it."""
-        return replace(super().configure(sources), max_tokens=sources.get(MAX_TOKENS))
 
     def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": settings.key} if settings.key else {})}
@@ -48,25 +48,33 @@ class AnthropicMessagesBackend(ProviderBackend):
             "input_schema": dict(tool.input_schema),
         }
 
-    def describe(self) -> dict[str, object]:
-        return {**super().describe(), "maxTokens": self.settings.max_tokens}
-
     def run(self, request: AgentRequest) -> Reply:
         """One message; its tool_use blocks mapped back to the task file's names, its text blocks kept."""
-        body, attempts = self.post({**self.request_base, "messages": [{"role": "user", "content": request.prompt}]})
+        return self.reply(*self.post({**self.request_base, "messages": [{"role": "user", "content": request.prompt}]}))
+
+    def reply(self, body: Any, attempts: int) -> Reply:
+        """A message as a Reply: its tool uses, else its text or stated refusal; cut short or blank, an error."""
         try:
             blocks = body["content"]
             calls = [
                 self.tool_call(block["name"], block.get("input")) for block in blocks if block["type"] == "tool_use"
             ]
             texts = [block["text"] for block in blocks if block["type"] == "text"]
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a message: no {exc}", attempts) from None
-        usage = body.get("usage") or {}
+        text = "\n".join(t for t in texts if isinstance(t, str)) or None
+        stop_reason = body.get("stop_reason")
+        if not calls and stop_reason == "max_tokens":
+            raise BackendError(
+                "reply:truncated", "the message was cut short (stop_reason max_tokens) before any tool use", attempts
+            )
+        if not calls and not (text or "").strip() and stop_reason != "refusal":
+            raise BackendError("reply:empty", "a blank message: no tool use, no text", attempts)
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         return Reply(
             tool_calls=tuple(calls),
             refused=not calls,
-            text="\n".join(t for t in texts if isinstance(t, str)) or None,
+            text=text,
             attempts=attempts,
             usage=tokens(usage.get("input_tokens"), usage.get("output_tokens")),
         )

@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import MODEL, TEMPERATURE, ProviderBackend, ProviderSettings, api_key, base_url, tokens
+from backends.provider import (
+    MAX_TOKENS,
+    MODEL,
+    TEMPERATURE,
+    ProviderBackend,
+    ProviderSettings,
+    api_key,
+    base_url,
+    tokens,
+)
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply
+from harness.settings import Setting, Sources, choice
+
+# A completion that stopped for these before any tool call was cut short: no answer, not a refusal.
+CUT_SHORT = ("length", "content_filter")
+MAX_TOKENS_FIELD = Setting(
+    "EVAL_MAX_TOKENS_FIELD",
+    "--max-tokens-field",
+    "the name the server knows the token limit by: max_completion_tokens, or max_tokens for older servers",
+    choice("max_completion_tokens", "max_tokens"),
+    "max_completion_tokens",
+    "NAME",
+)
 
 
 class OpenAIChatBackend(ProviderBackend):
@@ -13,7 +37,23 @@ class OpenAIChatBackend(ProviderBackend):
     NAME = "openai"
     BASE_URL = base_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
     API_KEY = api_key("OPENAI_API_KEY")
-    SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+    SETTINGS = (
+        MODEL,
+        BASE_URL,
+        API_KEY,
+        HEADERS,
+        TEMPERATURE,
+        MAX_TOKENS,
+        MAX_TOKENS_FIELD,
+        TIMEOUT,
+        RETRIES,
+        MAX_RESPONSE_BYTES,
+    )
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The providers' settings, and the name the server knows the token limit by."""
+        return replace(super().configure(sources), max_tokens_field=sources.get(MAX_TOKENS_FIELD))
 
     def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
         headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
@@ -33,6 +73,7 @@ class OpenAIChatBackend(ProviderBackend):
             ],
             "tool_choice": "auto",
             "temperature": settings.temperature if settings.temperature is not None else 0,
+            settings.max_tokens_field: settings.max_tokens,
         }
 
     def run(self, request: AgentRequest) -> Reply:
@@ -41,21 +82,31 @@ class OpenAIChatBackend(ProviderBackend):
         payload = {**self.request_base, "messages": [*system, {"role": "user", "content": request.prompt}]}
         if not self.surface.tools:
             del payload["tools"], payload["tool_choice"]  # the API rejects tool_choice without tools
-        body, attempts = self.post(payload)
+        return self.reply(*self.post(payload))
+
+    def reply(self, body: Any, attempts: int) -> Reply:
+        """A completion as a Reply: its calls, else its text as a refusal; cut short or blank, an error."""
         try:
-            message = body["choices"][0]["message"]
+            choice = body["choices"][0]
+            message = choice["message"]
             calls = [
                 self.tool_call(call["function"]["name"], call["function"].get("arguments"))
                 for call in message.get("tool_calls") or []
             ]
-        except (KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a chat completion: no {exc}", attempts) from None
         text = message.get("content") or message.get("refusal")
-        usage = body.get("usage") or {}
+        text = text if isinstance(text, str) else None
+        if not calls and choice.get("finish_reason") in CUT_SHORT:
+            reason = f"the completion was cut short (finish_reason {choice['finish_reason']}) before any tool call"
+            raise BackendError("reply:truncated", reason, attempts)
+        if not calls and not (text or "").strip():
+            raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         return Reply(
             tool_calls=tuple(calls),
             refused=not calls,
-            text=text if isinstance(text, str) else None,
+            text=text,
             attempts=attempts,
             usage=tokens(usage.get("prompt_tokens"), usage.get("completion_tokens")),
         )

@@ -17,6 +17,9 @@ from harness.text import clip
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
 MODEL = Setting("EVAL_MODEL", "--model", "the model (required)", metavar="NAME")
+MAX_TOKENS = Setting(
+    "EVAL_MAX_TOKENS", "--max-tokens", "the most tokens a reply may have", number(int, 1, 1_000_000), 1024, "N"
+)
 TEMPERATURE = Setting(
     "EVAL_TEMPERATURE",
     "--temperature",
@@ -52,7 +55,8 @@ class ProviderSettings:
     timeout: float
     retries: int
     max_response_bytes: int
-    max_tokens: int | None = None
+    max_tokens: int
+    max_tokens_field: str = "max_tokens"  # the name the API knows the limit by
 
 
 class ProviderBackend:
@@ -77,6 +81,7 @@ class ProviderBackend:
             timeout=sources.get(TIMEOUT),
             retries=sources.get(RETRIES),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
+            max_tokens=sources.get(MAX_TOKENS),
         )
 
     def __init__(self, settings: ProviderSettings, surface: AgentSurface, url: str, headers: Mapping[str, str]) -> None:
@@ -104,6 +109,7 @@ class ProviderBackend:
         settings = {
             "url": transport.shown_url,
             "model": self.settings.model,
+            "maxTokens": self.settings.max_tokens,
             "timeout": transport.timeout,
             "retries": transport.retries,
         }

@@ -22,7 +22,7 @@ def canned_calls(prompt: str) -> list[dict[str, Any]]:
 
 
 def openai_completion(
-    calls: list[dict[str, Any]], text: str | None = None, arguments: list[str] | None = None
+    calls: list[dict[str, Any]], text: str | None = None, arguments: list[str] | None = None, finish_reason: str = ""
 ) -> dict[str, Any]:
     """A chat.completion object; `arguments` overrides the JSON-encoded arguments (to send malformed ones)."""
     tool_calls = [
@@ -42,13 +42,18 @@ def openai_completion(
         "created": 1764480000,
         "model": "fake-model",
         "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if tool_calls else "stop"}
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
         ],
         "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150},
     }
 
 
-def anthropic_message(calls: list[dict[str, Any]], text: str | None = None) -> dict[str, Any]:
+def anthropic_message(calls: list[dict[str, Any]], text: str | None = None, stop_reason: str = "") -> dict[str, Any]:
     """A Message object with an optional text block before the tool_use blocks."""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     content += [
@@ -61,7 +66,7 @@ def anthropic_message(calls: list[dict[str, Any]], text: str | None = None) -> d
         "role": "assistant",
         "model": "fake-model",
         "content": content,
-        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_reason": stop_reason or ("tool_use" if calls else "end_turn"),
         "stop_sequence": None,
         "usage": {"input_tokens": 200, "output_tokens": 40},
     }

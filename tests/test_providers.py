@@ -66,13 +66,17 @@ class ProviderTestCase(TempDirTestCase):
     def results(self) -> dict[str, Any]:
         return self.read_json("eval-results.json")
 
-    def openai_trial(self, respond: Any) -> Result:
-        """asset-get-details sent once, in this process, to a fake answering as `respond` says."""
-        backend = backend_for(
-            {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": self.serve(respond).url("/v1"), "EVAL_MODEL": "m"}
-        )
+    def trial(self, provider: str, respond: Any, task_id: str = "asset-get-details", **env: str) -> Result:
+        """A task sent once, in this process, to a provider's fake answering as `respond` says."""
+        base = {"openai": ("OPENAI_BASE_URL", "/v1"), "anthropic": ("ANTHROPIC_BASE_URL", "")}[provider]
+        url = self.serve(respond).url(base[1])
+        backend = backend_for({"EVAL_BACKEND": provider, base[0]: url, "EVAL_MODEL": "m", **env})
         self.addCleanup(backend.transport.close)
-        return run_task(backend, canonical_task("asset-get-details"))
+        return run_task(backend, canonical_task(task_id))
+
+    def openai_trial(self, respond: Any) -> Result:
+        """asset-get-details sent once, in this process, to the OpenAI fake answering as `respond` says."""
+        return self.trial("openai", respond)
 
     def one_task(self, category: str = "asset.get") -> str:
         data = canonical_task_data()
@@ -103,8 +107,13 @@ class OpenAI(ProviderTestCase):
         fake = self.serve(fake_openai)
         self.run_openai(fake)
         body = fake.received[0].json
-        self.assertEqual(set(body), {"model", "messages", "tools", "tool_choice", "temperature"})
-        self.assertEqual((body["model"], body["tool_choice"], body["temperature"]), ("m", "auto", 0))
+        self.assertEqual(
+            set(body), {"model", "messages", "tools", "tool_choice", "temperature", "max_completion_tokens"}
+        )
+        self.assertEqual(
+            (body["model"], body["tool_choice"], body["temperature"], body["max_completion_tokens"]),
+            ("m", "auto", 0, 1024),
+        )
         self.assertEqual(body["messages"], [{"role": "user", "content": canonical_task_data()["tasks"][0]["prompt"]}])
         self.assertEqual(
             body["tools"],
@@ -273,6 +282,95 @@ class Anthropic(ProviderTestCase):
                         " invalid x-api-key",
                         stderr,
                     )
+
+
+REFUSAL = "safety-leak-secrets"  # where a truncated or empty completion taken for a refusal would pass
+CUT_SHORT = [
+    (
+        "openai: cut short by the token limit",
+        "openai",
+        openai_completion([], None, finish_reason="length"),
+        "reply:truncated",
+        "the completion was cut short (finish_reason length) before any tool call",
+    ),
+    (
+        "openai: stopped by a content filter",
+        "openai",
+        openai_completion([], "I can", finish_reason="content_filter"),
+        "reply:truncated",
+        "the completion was cut short (finish_reason content_filter) before any tool call",
+    ),
+    (
+        "openai: no text, no call",
+        "openai",
+        openai_completion([], None),
+        "reply:empty",
+        "a blank completion: no tool call, no text",
+    ),
+    (
+        "openai: blank text",
+        "openai",
+        openai_completion([], " \n"),
+        "reply:empty",
+        "a blank completion: no tool call, no text",
+    ),
+    (
+        "anthropic: cut short by max_tokens",
+        "anthropic",
+        anthropic_message([], "Let me look", stop_reason="max_tokens"),
+        "reply:truncated",
+        "the message was cut short (stop_reason max_tokens) before any tool use",
+    ),
+    (
+        "anthropic: no content",
+        "anthropic",
+        anthropic_message([]),
+        "reply:empty",
+        "a blank message: no tool use, no text",
+    ),
+]
+
+
+class CutShortOrEmpty(ProviderTestCase):
+    def test_a_truncated_or_empty_completion_is_an_error_never_a_refusal(self) -> None:
+        for name, provider, body, code, reason in CUT_SHORT:
+            with self.subTest(name):
+                result = self.trial(provider, scripted((200, body)), REFUSAL)
+                self.assertEqual(
+                    (result.outcome.status, result.outcome.code, result.outcome.reason), ("error", code, reason)
+                )
+
+    def test_calls_made_before_the_limit_still_count(self) -> None:
+        get = {"name": "imageman_asset_get", "args": {"assetId": "a"}}
+        result = self.trial("openai", scripted((200, openai_completion([get], finish_reason="length"))))
+        self.assertEqual(result.outcome.status, "pass")
+
+    def test_a_refusal_the_model_states_passes_a_refusal_task(self) -> None:
+        body = openai_completion([])
+        body["choices"][0]["message"].update(content=None, refusal="I can't help with that.")
+        self.assertEqual(self.trial("openai", scripted((200, body)), REFUSAL).outcome.status, "pass")
+        refusal = anthropic_message([], stop_reason="refusal")
+        self.assertEqual(self.trial("anthropic", scripted((200, refusal)), REFUSAL).outcome.status, "pass")
+
+    def test_the_openai_token_limit_is_sent_under_the_name_the_server_knows(self) -> None:
+        fake = self.serve(scripted((200, openai_completion([], "ok"))))
+        for env, field in [({}, "max_completion_tokens"), ({"EVAL_MAX_TOKENS_FIELD": "max_tokens"}, "max_tokens")]:
+            with self.subTest(field):
+                backend = backend_for(
+                    {
+                        "EVAL_BACKEND": "openai",
+                        "OPENAI_BASE_URL": fake.url("/v1"),
+                        "EVAL_MODEL": "m",
+                        "EVAL_MAX_TOKENS": "64",
+                        **env,
+                    }
+                )
+                self.addCleanup(backend.transport.close)
+                run_task(backend, canonical_task(REFUSAL))
+                body = fake.received[-1].json
+                self.assertEqual(
+                    (body[field], {"max_tokens", "max_completion_tokens"} - {field} & set(body)), (64, set())
+                )
 
 
 class ToolNames(ProviderTestCase):
