@@ -135,7 +135,9 @@ def run(argv: Sequence[str]) -> int:
     if baseline is not None:
         from harness.subcommands.compare import compare, render
 
-        comparison = compare(baseline, {"manifest": manifest, "runs": config.runs, "results": entries})
+        comparison = compare(
+            baseline, {"manifest": manifest, "runs": config.runs, "results": entries, "notRun": not_run}
+        )
     summary = decide(
         [tally(entry) for entry in entries],
         config.gate,

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.records import ConfigError, Result, Summary, Task
+from harness.text import count
 
 RESULTS_SCHEMA_VERSION = 2
 RESULTS_KEYS = (
@@ -132,6 +133,14 @@ def results_document(
         **({"baseline": dict(baseline)} if baseline is not None else {}),
         "results": list(tasks),
     }
+
+
+def partial(document: Mapping[str, Any]) -> str | None:
+    """Why a results document is not the whole of its run (`interrupted, 7 tasks not run`); None when it is whole."""
+    why = (["interrupted"] if document["interrupted"] else []) + (
+        [f"{count(len(document['notRun']), 'task')} not run"] if document["notRun"] else []
+    )
+    return ", ".join(why) or None
 
 
 def load_results(path: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.records import ConfigError
-from harness.subcommands import compare
+from harness.subcommands import compare, merge
 from harness.subcommands.compare import classify, fisher_exact
 from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 
@@ -290,3 +290,49 @@ class Baseline(GatingTestCase):
         self.assertEqual(
             (stdout, stderr, code), ("", "eval_agent: error: nope.json: cannot read: No such file or directory\n", 2)
         )
+
+
+class PartialRuns(TempDirTestCase):
+    """A run cut short measures nothing of the tasks it did not run: compare and merge say so and stop, unless asked."""
+
+    def cut_short(self, source: str, target: str, keep: int) -> str:
+        """A copy of a results file as an interrupted run leaves it: the first `keep` tasks ran, the rest did not."""
+        doc = self.read_json(source)
+        doc["notRun"] = [entry["id"] for entry in doc["results"][keep:]]
+        doc["results"], doc["interrupted"] = doc["results"][:keep], True
+        return self.write_json(target, doc)
+
+    def test_compare_refuses_a_partial_run_unless_asked_and_then_says_which_tasks_did_not_run(self) -> None:
+        run_cli("--out", "whole.json", cwd=self.tmp)
+        self.cut_short("whole.json", "partial.json", 3)
+        self.assertEqual(
+            run_cli("compare", "whole.json", "partial.json", cwd=self.tmp),
+            (
+                "",
+                "eval_agent compare: partial.json is a partial run (interrupted, 7 tasks not run);"
+                " compare it anyway with --allow-partial\n",
+                1,
+            ),
+        )
+        stdout, stderr, code = run_cli("compare", "whole.json", "partial.json", "--allow-partial", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        lines = stdout.splitlines()
+        self.assertIn("NOT RUN            asset-tag-additive           did not run in the candidate (was pass)", lines)
+        self.assertEqual(sum(line.startswith("NOT RUN") for line in lines), 7)
+        self.assertFalse([line for line in lines if line.startswith("REMOVED")])
+
+    def test_merge_refuses_a_partial_shard_unless_asked(self) -> None:
+        self.work_in_tmp()
+        for k in (1, 2):
+            run_cli("--shard", f"{k}/2", "--out", f"s{k}.json", cwd=self.tmp)
+        self.cut_short("s2.json", "s2.json", 2)
+        with self.assertRaises(ConfigError) as caught:
+            merge.main(["s1.json", "s2.json", "--out", "m.json"])
+        self.assertEqual(
+            str(caught.exception),
+            "s2.json is a partial run (interrupted, 3 tasks not run); merge it anyway with --allow-partial",
+        )
+        stdout, _, code = run_cli("merge", "s1.json", "s2.json", "--out", "m.json", "--allow-partial", cwd=self.tmp)
+        self.assertEqual(code, 1)
+        self.assertTrue(stdout.endswith("· 3 not run · gate not met: tasks not run\n"), stdout)
+        self.assertEqual(self.read_json("m.json")["gateFailedBecause"], ["not-run"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -9,12 +10,22 @@ from math import comb
 from typing import Any
 
 from harness.records import ConfigError
-from harness.results import load_results, render_json, write_atomic
+from harness.results import load_results, partial, render_json, write_atomic
 from harness.settings import Parser
 from harness.text import percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
-ORDER = ("regressed", "still failing", "changed definition", "new", "removed", "fixed", "noise", "still passing")
+ORDER = (
+    "regressed",
+    "not run",
+    "still failing",
+    "changed definition",
+    "new",
+    "removed",
+    "fixed",
+    "noise",
+    "still passing",
+)
 SETTINGS = [
     ("backend", ("backend",)),
     ("URL", ("backendSettings", "url")),
@@ -62,11 +73,16 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     return float(Fraction(sum(w for w in weights.values() if w <= observed), comb(row1 + row2, col1)))
 
 
-def classify(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> TaskChange:
-    """One task's change, from its entries in the baseline and the candidate results (either may be absent)."""
+def classify(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, not_run_in: str | None = None
+) -> TaskChange:
+    """One task's change, from its entries in the baseline and the candidate (either may be absent: `not_run_in` says
+    which run was cut short before it)."""
     entry = after or before
     assert entry is not None
     task_id, category = entry["id"], entry["category"]
+    if not_run_in is not None:
+        return TaskChange(task_id, category, "not run", f"did not run in the {not_run_in} (was {_brief(entry)})")
     if before is None:
         return TaskChange(task_id, category, "new", _verdict(entry))
     if after is None:
@@ -114,7 +130,9 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Compar
     before = {entry["id"]: entry for entry in baseline["results"]}
     after = {entry["id"]: entry for entry in candidate["results"]}
     ids = list(after) + [task_id for task_id in before if task_id not in after]
-    tasks = [classify(before.get(task_id), after.get(task_id)) for task_id in ids]
+    not_run = {task_id: "baseline" for task_id in baseline.get("notRun", ())}
+    not_run |= {task_id: "candidate" for task_id in candidate.get("notRun", ())}
+    tasks = [classify(before.get(task_id), after.get(task_id), not_run.get(task_id)) for task_id in ids]
     tasks.sort(key=lambda task: ORDER.index(task.change))
     then, now = _counts(baseline["results"]), _counts(candidate["results"])
     categories = list(now) + [category for category in then if category not in now]
@@ -204,6 +222,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("candidate", metavar="CANDIDATE")
     parser.add_argument("--out", metavar="FILE", help="also write the comparison as JSON")
     parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="compare a run that was cut short: its missing tasks are listed as not run",
+    )
+    parser.add_argument(
         "--fail-on",
         choices=("regressed", "none"),
         default="regressed",
@@ -211,6 +234,14 @@ def main(argv: Sequence[str]) -> int:
     )
     args = parser.parse_args(argv)
     baseline, candidate = load_results(args.baseline), load_results(args.candidate)
+    for path, document in ((args.baseline, baseline), (args.candidate, candidate)):
+        why = partial(document)
+        if why and not args.allow_partial:
+            print(
+                f"eval_agent compare: {path} is a partial run ({why}); compare it anyway with --allow-partial",
+                file=sys.stderr,
+            )
+            return 1
     comparison = compare(baseline, candidate)
     for line in render(comparison, args.baseline, args.candidate):
         print(line)

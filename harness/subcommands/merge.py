@@ -10,7 +10,7 @@ from typing import Any
 from harness.config import STEP_SUMMARY, percentage
 from harness.records import ConfigError, Outputs, Summary, Unreachable
 from harness.reporters import publish, unreachable_reason
-from harness.results import load_results, results_document
+from harness.results import load_results, partial, results_document
 from harness.settings import Parser, Sources, writable_path
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
@@ -28,11 +28,15 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--gate", metavar="PERCENT", help="the gate to apply (default: the shards' own)")
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
     parser.add_argument(
+        "--allow-partial", action="store_true", help="merge shards that were cut short (the gate then fails)"
+    )
+    parser.add_argument(
         "--summary-md", metavar="FILE", help="also append a Markdown summary (GITHUB_STEP_SUMMARY is used when set)"
     )
     args = parser.parse_args(argv)
     shards = [load_results(path) for path in args.results]
-    document, summary = merge(shards, args.results, percentage(args.gate, "--gate") if args.gate else None)
+    gate = percentage(args.gate, "--gate") if args.gate else None
+    document, summary = merge(shards, args.results, gate, args.allow_partial)
     summary_md = [writable_path(args.summary_md, "--summary-md")] if args.summary_md else []
     step_summary = Sources(args, os.environ).get(STEP_SUMMARY)
     outputs = Outputs(
@@ -47,13 +51,16 @@ def main(argv: Sequence[str]) -> int:
 
 
 def merge(
-    shards: Sequence[Mapping[str, Any]], paths: Sequence[str], gate: Decimal | None
+    shards: Sequence[Mapping[str, Any]], paths: Sequence[str], gate: Decimal | None, allow_partial: bool = False
 ) -> tuple[dict[str, Any], Summary]:
     """The merged document and its verdict; ConfigError when the shards are not the whole of one run."""
     first, first_path = shards[0], paths[0]
     counts = set()
     seen: dict[str, str] = {}
     for doc, path in zip(shards, paths, strict=True):
+        why = partial(doc)
+        if why and not allow_partial:
+            raise ConfigError(f"{path} is a partial run ({why}); merge it anyway with --allow-partial")
         if doc["fingerprint"] != first["fingerprint"]:
             raise ConfigError(f"{path}: its fingerprint differs from {first_path}'s: not shards of one run")
         shard = doc["manifest"]["selection"]["shard"]
