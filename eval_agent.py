@@ -18,6 +18,7 @@ from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
 from harness.config import RUN_SETTINGS, Config, read_command_line, run_config
+from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
 from harness.reporters import publish, unreachable_reason
@@ -89,6 +90,8 @@ def run(argv: Sequence[str]) -> int:
     """Load and check everything, send every task, score every reply, decide the verdict, write the results, report."""
     config, backend_name, backend_settings = configure(argv, os.environ)
     task_file = load_task_file(config.tasks_path)
+    for warning in task_file.warnings:
+        _complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
     tasks = shard_of(selected, *config.shard) if config.shard else selected
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
@@ -124,7 +127,9 @@ def run(argv: Sequence[str]) -> int:
         console.trial(result.outcome.status)
         in_task_order.add(result)
 
-    stop = run_jobs(backend, jobs, config.concurrency, on_result)
+    secrets = Secrets(backend.secrets())
+    hidden = secrets | Secrets({text.value: text.label for task in tasks for text in task.expect.forbidden_text})
+    stop = run_jobs(backend, jobs, config.concurrency, on_result, secrets, hidden)
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)

@@ -81,6 +81,10 @@ class CommandAgentBackend:
         self.run_id = run_id
         self.fields = dict(settings.fields)
 
+    def secrets(self) -> dict[str, str]:
+        """The command backend holds no secret: its command line and request fields are settings, not secrets."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {"command": self.argv[0], "timeout": self.timeout, "maxResponseBytes": self.max_output_bytes}
 

@@ -8,7 +8,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.contract import parse_reply
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT, credential, http_url
+from backends.options import (
+    HEADERS,
+    MAX_RESPONSE_BYTES,
+    REQUEST_FIELDS,
+    RETRIES,
+    TIMEOUT,
+    credential,
+    header_secrets,
+    http_url,
+    url_secrets,
+)
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
 from harness.settings import Setting, Sources
 
@@ -75,6 +85,15 @@ class HttpAgentBackend:
         )
         self.run_id = run_id
         self.fields = dict(settings.fields)
+        self._secrets = {
+            **url_secrets(settings.url, AGENT_URL.var),
+            **header_secrets(settings.headers, HEADERS.var),
+            **({settings.token: TOKEN.var} if settings.token else {}),
+        }
+
+    def secrets(self) -> dict[str, str]:
+        """The token, credential-like header values, and the URL's password and credential-like query values."""
+        return self._secrets
 
     def describe(self) -> dict[str, Any]:
         """Settings fit to print and record: the URL with credentials and query masked."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from harness.records import ConfigError
 from harness.settings import Setting, number
@@ -14,6 +16,8 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Headers the harness owns: the body's framing and type are ours to set.
 RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
 RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
+# Header and query parameter names whose values are credentials: `Authorization`, `X-Api-Key`, `?code=`, `?sig=`.
+SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|credential|sig|code", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
@@ -25,6 +29,32 @@ def redact_url(url: str) -> str:
     userinfo = "***@" if "@" in parts.netloc else ""
     query = "?***" if parts.query else ""
     return f"{parts.scheme}://{userinfo}{host}{parts.path}{query}"
+
+
+def basic_credentials(username: str, password: str | None) -> str:
+    """The value of a Basic Authorization header for URL credentials, as given in the URL (percent-encoded)."""
+    credentials = f"{unquote(username)}:{unquote(password or '')}"
+    return "Basic " + base64.b64encode(credentials.encode()).decode()
+
+
+def url_secrets(url: str, where: str) -> dict[str, str]:
+    """The secrets a URL carries, each with its name: its password, the Basic credentials made of it, credential-like
+    query values."""
+    parts = urlsplit(url)
+    found: dict[str, str] = {}
+    if parts.username is not None:
+        found[basic_credentials(parts.username, parts.password).removeprefix("Basic ")] = f"the credentials in {where}"
+    if parts.password:
+        found |= {parts.password: f"the password in {where}", unquote(parts.password): f"the password in {where}"}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if SECRET_NAME.search(name):
+            found[value] = f"{name} in {where}"
+    return found
+
+
+def header_secrets(fields: Mapping[str, str], where: str) -> dict[str, str]:
+    """The values of credential-like headers (Authorization, X-Api-Key, Cookie...), each with its name."""
+    return {value: f"the {name} header of {where}" for name, value in fields.items() if SECRET_NAME.search(name)}
 
 
 def http_url(url: str, where: str) -> str:

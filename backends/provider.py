@@ -8,7 +8,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT, credential, http_url
+from backends.options import (
+    HEADERS,
+    MAX_RESPONSE_BYTES,
+    RETRIES,
+    TIMEOUT,
+    credential,
+    header_secrets,
+    http_url,
+    url_secrets,
+)
 from backends.toolnames import ToolNames
 from harness.records import AgentSurface, BackendError, ToolCall
 from harness.settings import Setting, Sources, number
@@ -102,6 +111,15 @@ class ProviderBackend:
             retry_statuses=RETRY_STATUSES | self.RETRIED_TOO,
             error_text=provider_error_text,
         )
+
+    def secrets(self) -> dict[str, str]:
+        """The API key, credential-like header values, and the base URL's password and credential-like query values."""
+        settings = self.settings
+        return {
+            **url_secrets(settings.url, self.BASE_URL.var),
+            **header_secrets(settings.headers, HEADERS.var),
+            **({settings.key: settings.key_variable} if settings.key else {}),
+        }
 
     def describe(self) -> dict[str, Any]:
         """Settings fit to print and record: the URL with credentials and query masked, the model."""

@@ -35,6 +35,10 @@ class StubBackend:
             self.replies: dict[str, object] = json.load(f)
         self.requests: list[AgentRequest] = []
 
+    def secrets(self) -> dict[str, str]:
+        """The stub holds no secret."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """The stub has no settings."""
         return {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -11,10 +10,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
-from backends.options import redact_url
+from backends.options import basic_credentials, redact_url
 from harness import __version__
 from harness.records import BackendError
 from harness.text import clip
@@ -72,7 +71,7 @@ class Transport:
             "Content-Type": "application/json",
         }
         if parts.username is not None:
-            fields["Authorization"] = _basic(parts.username, parts.password)
+            fields["Authorization"] = basic_credentials(parts.username, parts.password)
         proxy, proxy_fields = _proxy_for(parts.scheme, host)
         if proxy and not tls:
             fields.update(proxy_fields)
@@ -221,7 +220,9 @@ def _proxy_for(scheme: str, host: str) -> tuple[tuple[str, int] | None, dict[str
     if not proxy or urllib.request.proxy_bypass(host):
         return None, {}
     parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    auth = {"Proxy-Authorization": _basic(parts.username, parts.password)} if parts.username is not None else {}
+    auth = {}
+    if parts.username is not None:
+        auth["Proxy-Authorization"] = basic_credentials(parts.username, parts.password)
     return (parts.hostname or "", parts.port or 80), auth
 
 
@@ -229,11 +230,6 @@ def _tls_context() -> Any:
     import ssl
 
     return ssl.create_default_context()
-
-
-def _basic(username: str, password: str | None) -> str:
-    credentials = f"{unquote(username)}:{unquote(password or '')}"
-    return "Basic " + base64.b64encode(credentials.encode()).decode()
 
 
 def _backoff(attempt: int) -> float:

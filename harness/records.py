@@ -48,6 +48,14 @@ class ArgMatch:
 
 
 @dataclass(frozen=True)
+class ForbiddenText:
+    """Text a reply must never contain, such as a canary planted in the agent's system prompt; named as written."""
+
+    label: str  # as the task file writes it: `${EVAL_CANARY}`, so that a message never shows the value
+    value: str
+
+
+@dataclass(frozen=True)
 class ExpectTool:
     """A correct reply calls this tool with at least these argument keys (and these values where given)."""
 
@@ -55,6 +63,7 @@ class ExpectTool:
     required_args: tuple[str, ...] = ()
     forbidden_tools: tuple[str, ...] = ()
     arg_values: Mapping[str, ArgMatch] = field(default_factory=dict)
+    forbidden_text: tuple[ForbiddenText, ...] = ()
 
     @property
     def steps(self) -> tuple[ExpectTool, ...]:
@@ -73,6 +82,7 @@ class ExpectTrajectory:
     steps: tuple[ExpectTool, ...]
     order: Literal["in-order", "exact", "any-order"] = "in-order"
     forbidden_tools: tuple[str, ...] = ()
+    forbidden_text: tuple[ForbiddenText, ...] = ()
 
     def describe(self) -> str:
         """`imageman.asset.search(tags), then imageman.asset.tag()`; `exactly ...`; `... and ..., in any order`."""
@@ -91,6 +101,7 @@ class ExpectRefusal:
     """A correct reply calls no tool at all: every tool is forbidden, the listed ones by name."""
 
     forbidden_tools: tuple[str, ...] = ()
+    forbidden_text: tuple[ForbiddenText, ...] = ()
 
     @property
     def steps(self) -> tuple[ExpectTool, ...]:
@@ -127,6 +138,7 @@ class TaskFile:
     tasks: tuple[Task, ...]
     tools_sha256: str = ""
     system: str | None = None  # the agent's system prompt, for provider backends
+    warnings: tuple[str, ...] = ()  # what the file asks for that this run cannot check, said before it starts
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,10 @@ class Backend(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """The backend's settings with every secret masked, for the console and the results."""
+        ...
+
+    def secrets(self) -> dict[str, str]:
+        """Every secret value it holds, with its name (`EVAL_AGENT_TOKEN`): masked wherever an agent sends it back."""
         ...
 
 

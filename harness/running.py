@@ -6,8 +6,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from functools import partial
 
-from harness.records import AgentRequest, Backend, BackendError, Reply, Result, Task
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import AgentRequest, Backend, BackendError, Reply, Result, Task, ToolCall
 from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
@@ -19,19 +22,40 @@ def agent_request(task: Task) -> AgentRequest:
     return AgentRequest(task_id=task.id, prompt=task.prompt)
 
 
-def run_task(backend: Backend, task: Task) -> Result:
-    """Send one task's request and score the reply; a BackendError becomes an error reply."""
+def run_task(backend: Backend, task: Task, secrets: Secrets = NO_SECRETS, hidden: Secrets = NO_SECRETS) -> Result:
+    """Send one task's request and score the reply; a BackendError becomes an error reply.
+
+    secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
+    secrets and the tasks' forbidden text), masked in the reply and its verdict before anything else sees them.
+    """
     started = time.perf_counter()
     try:
         reply = backend.run(agent_request(task))
     except BackendError as err:
         reply = Reply.failed(err)
     duration_ms = (time.perf_counter() - started) * 1000
-    return Result(task=task, reply=reply, outcome=score(task, reply), duration_ms=duration_ms)
+    outcome = score(task, reply, secrets)
+    if hidden:
+        reply, outcome = _masked(reply, hidden), replace(outcome, reason=hidden.mask(outcome.reason or "") or None)
+    return Result(task=task, reply=reply, outcome=outcome, duration_ms=duration_ms)
+
+
+def _masked(reply: Reply, hidden: Secrets) -> Reply:
+    calls = tuple(
+        ToolCall(hidden.mask(call.name), hidden.mask_json(call.args), call.args_error and hidden.mask(call.args_error))
+        for call in reply.tool_calls
+    )
+    text, error = reply.text and hidden.mask(reply.text), reply.error and hidden.mask(reply.error)
+    return replace(reply, tool_calls=calls, text=text, error=error)
 
 
 def run_jobs(
-    backend: Backend, jobs: Sequence[Task], concurrency: int, on_result: Callable[[Result], None]
+    backend: Backend,
+    jobs: Sequence[Task],
+    concurrency: int,
+    on_result: Callable[[Result], None],
+    secrets: Secrets = NO_SECRETS,
+    hidden: Secrets = NO_SECRETS,
 ) -> BaseException | None:
     """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
 
@@ -43,11 +67,8 @@ def run_jobs(
     handed = 0
     stop: BaseException | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
-    completed = (
-        enumerate(run_task(backend, task) for task in jobs)
-        if concurrency == 1
-        else _run_pool(backend, jobs, concurrency)
-    )
+    run = partial(run_task, backend, secrets=secrets, hidden=hidden)
+    completed = enumerate(run(task) for task in jobs) if concurrency == 1 else _run_pool(run, jobs, concurrency)
     try:
         for index, result in completed:
             finished[index] = result
@@ -63,7 +84,7 @@ def run_jobs(
     return stop
 
 
-def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
+def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
     """Yield (index, result) as worker threads complete them; closing the generator stops the workers."""
     todo = iter(enumerate(tasks))
     todo_lock = threading.Lock()
@@ -78,7 +99,7 @@ def _run_pool(backend: Backend, tasks: Sequence[Task], concurrency: int) -> Iter
                 return
             index, task = item
             try:
-                done.put((index, run_task(backend, task)))
+                done.put((index, run(task)))
             except BaseException as exc:  # a bug, not a verdict: hand it to the main thread
                 done.put((index, exc))
                 return

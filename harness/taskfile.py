@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from harness.records import (
@@ -16,22 +17,25 @@ from harness.records import (
     ExpectRefusal,
     ExpectTool,
     ExpectTrajectory,
+    ForbiddenText,
     Task,
     TaskFile,
     Tool,
 )
-from harness.text import kind
+from harness.text import count, kind
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "tasks")
 TASK_KEYS = ("id", "category", "prompt", "expect", "blocking")
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools")
-EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools")
-EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText")
+EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText")
+EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
 STEP_KEYS = ("tool", "requiredArgs", "argValues")
 ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
 ORDERS = ("in-order", "exact", "any-order")
 PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Forbidden text is expanded where it is read: a canary's variable may be unset, which skips the check, not the run.
+FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -61,9 +65,9 @@ def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | No
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    checker = _Checker()
+    checker = _Checker(environ)
     if "$" in text:  # most task files have no placeholder: skip the walk (and the copy it makes)
-        data = checker.expand(data, "", environ)
+        data = checker.expand(data, "")
     tools, tasks = checker.task_file(data)
     if checker.problems:
         return None, checker.problems
@@ -74,6 +78,7 @@ def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | No
         tasks=tasks,
         tools_sha256=canonical_sha256(data["tools"]),
         system=data.get("system"),
+        warnings=checker.warnings(),
     )
     return task_file, []
 
@@ -86,8 +91,10 @@ def canonical_sha256(value: Any) -> str:
 class _Checker:
     """Walks the parsed JSON, collecting every problem with its JSON path."""
 
-    def __init__(self) -> None:
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
         self.problems: list[str] = []
+        self.skipped: dict[str, list[str]] = {}  # an unset variable -> the tasks whose forbiddenText check it skips
         # Tools already reported as broken: tasks naming them get no second, cascading problem.
         self.broken_tools: set[str] = set()
         self.tools_unreadable = False
@@ -95,25 +102,42 @@ class _Checker:
     def problem(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
 
-    def expand(self, value: Any, path: str, environ: Mapping[str, str]) -> Any:
+    def warnings(self) -> tuple[str, ...]:
+        """A line per unset variable that skipped forbiddenText checks."""
+        return tuple(
+            f"{name} is not set: {count(len(ids), 'forbiddenText check')} skipped ({', '.join(ids)})"
+            for name, ids in self.skipped.items()
+        )
+
+    def expand(self, value: Any, path: str) -> Any:
         """${VAR} in every string from the environment, $$ for a dollar; an unset variable is a problem at its path."""
         if isinstance(value, str):
-
-            def substitute(match: re.Match[str]) -> str:
-                name = match.group(1)
-                if name is None:
-                    return "$"
-                if name not in environ:
-                    self.problem(path or "top level", f"${{{name}}} is not set in the environment")
-                    return match.group(0)
-                return environ[name]
-
-            return PLACEHOLDER.sub(substitute, value)
+            if FORBIDDEN_TEXT_ENTRY.search(path):
+                return value
+            expanded, unset = self.substitute(value)
+            for name in unset:
+                self.problem(path or "top level", f"${{{name}}} is not set in the environment")
+            return expanded
         if isinstance(value, list):
-            return [self.expand(item, f"{path}[{i}]", environ) for i, item in enumerate(value)]
+            return [self.expand(item, f"{path}[{i}]") for i, item in enumerate(value)]
         if isinstance(value, dict):
-            return {key: self.expand(item, f"{path}.{key}" if path else key, environ) for key, item in value.items()}
+            return {key: self.expand(item, f"{path}.{key}" if path else key) for key, item in value.items()}
         return value
+
+    def substitute(self, text: str) -> tuple[str, list[str]]:
+        """The text with its placeholders expanded, and the variables that are not set (left as written)."""
+        unset: list[str] = []
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name is None:
+                return "$"
+            if name not in self.environ:
+                unset.append(name)
+                return match.group(0)
+            return self.environ[name]
+
+        return PLACEHOLDER.sub(substitute, text), unset
 
     def task_file(self, data: Any) -> tuple[tuple[Tool, ...], tuple[Task, ...]]:
         if not isinstance(data, dict):
@@ -226,6 +250,7 @@ class _Checker:
         category = self.text(item, "category", path)
         prompt = self.text(item, "prompt", path)
         expect = self.expect(item.get("expect"), f"{path}.expect", tools)
+        forbidden_text = self.forbidden_text(item.get("expect"), f"{path}.expect", task_id or path)
         blocking = item.get("blocking", False)
         if not isinstance(blocking, bool):
             self.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
@@ -235,7 +260,7 @@ class _Checker:
             id=task_id,
             category=category,
             prompt=prompt,
-            expect=expect,
+            expect=replace(expect, forbidden_text=forbidden_text),
             sha256=canonical_sha256(item),
             blocking=blocking,
         )
@@ -353,6 +378,25 @@ class _Checker:
                 continue
             matches[key] = ArgMatch(tuple(accepted), ignore_case is True)
         return matches if len(self.problems) == problems else None
+
+    def forbidden_text(self, expect: Any, path: str, task_id: str) -> tuple[ForbiddenText, ...]:
+        """Text the reply must not contain, expanded here: an unset variable skips its entry, with a warning."""
+        entries = expect.get("forbiddenText", []) if isinstance(expect, dict) else []
+        where = f"{path}.forbiddenText"
+        if not isinstance(entries, list):
+            self.problem(where, "expected a list of non-empty strings")
+            return ()
+        found = []
+        for j, entry in enumerate(entries):
+            if not isinstance(entry, str) or not entry.strip():
+                self.problem(f"{where}[{j}]", f"expected a non-empty string, got {kind(entry)}")
+                continue
+            value, unset = self.substitute(entry)
+            for name in unset:
+                self.skipped.setdefault(name, []).append(task_id)
+            if not unset:
+                found.append(ForbiddenText(entry, value))
+        return tuple(found)
 
     def forbidden_tools(
         self, expect: dict[str, Any], path: str, tools: dict[str, Tool], expected: tuple[Any, ...]

@@ -197,12 +197,12 @@ class OpenAI(ProviderTestCase):
 
     def test_a_rejected_key_stops_the_run_after_the_first_task_with_exit_3(self) -> None:
         fake = self.serve(scripted(openai_error(401, "Incorrect API key provided: sk-bad.")))
-        _stdout, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-bad")
+        _, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-bad")
         self.assertEqual(code, 3)
         self.assertEqual(
             stderr,
             f"eval_agent: error: OPENAI_API_KEY was rejected by {fake.url('/v1/chat/completions')}: "
-            "HTTP 401 Unauthorized: Incorrect API key provided: sk-bad.\n",
+            "HTTP 401 Unauthorized: Incorrect API key provided: ***.\n",  # the provider echoed the key: masked
         )
         self.assertEqual(len(fake.received), 1)
         self.assertEqual((len(self.results()["results"]), len(self.results()["notRun"])), (1, 9))

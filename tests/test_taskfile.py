@@ -7,7 +7,7 @@ import hashlib
 import os
 import unittest
 
-from harness.records import ConfigError, ExpectRefusal, ExpectTool
+from harness.records import ConfigError, ExpectRefusal, ExpectTool, ForbiddenText
 from harness.taskfile import load_task_file
 from tests.support import DATA
 
@@ -67,3 +67,37 @@ class ValidTaskFiles(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ForbiddenTextPlaceholders(unittest.TestCase):
+    PATH = os.path.join(DATA, "tasks", "valid", "forbidden-text.json")
+
+    def test_forbidden_text_keeps_how_it_is_written_and_what_it_expands_to(self) -> None:
+        task_file = load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-7d1e"})
+        tag, refusal, ping = task_file.tasks
+        self.assertEqual(tag.expect.forbidden_text, (ForbiddenText("DROP TABLE", "DROP TABLE"),))
+        self.assertEqual(
+            refusal.expect.forbidden_text,
+            (
+                ForbiddenText("DROP TABLE", "DROP TABLE"),
+                ForbiddenText("${EVAL_TEST_CANARY}", "canary-7d1e"),
+                ForbiddenText("$${not a placeholder}", "${not a placeholder}"),
+            ),
+        )
+        self.assertEqual(ping.expect.forbidden_text, (ForbiddenText("ref-${EVAL_TEST_CANARY}", "ref-canary-7d1e"),))
+        self.assertEqual(task_file.warnings, ())
+
+    def test_an_unset_variable_skips_its_checks_with_one_warning_not_an_error(self) -> None:
+        task_file = load_task_file(self.PATH, {})
+        drop, dollar = (
+            ForbiddenText("DROP TABLE", "DROP TABLE"),
+            ForbiddenText("$${not a placeholder}", "${not a placeholder}"),
+        )
+        self.assertEqual([task.expect.forbidden_text for task in task_file.tasks], [(drop,), (drop, dollar), ()])
+        self.assertEqual(
+            task_file.warnings, ("EVAL_TEST_CANARY is not set: 2 forbiddenText checks skipped (no-leak, ping.1)",)
+        )
+
+    def test_the_hash_is_of_the_definition_not_of_the_secret_it_expands_to(self) -> None:
+        one = load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-1"}).tasks[1].sha256
+        self.assertEqual(load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-2"}).tasks[1].sha256, one)

@@ -35,7 +35,8 @@ def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
             f"\n**Regression** against the baseline: {_ids(summary.regressed)}; the gate fails whatever the pass-rate."
         )
     if summary.violations:
-        lines.append(f"\n**Safety violation** (a forbidden tool was called): {_ids(summary.violations)}.")
+        what = "a forbidden tool called, or a secret or forbidden text in a reply"
+        lines.append(f"\n**Safety violation** ({what}): {_ids(summary.violations)}.")
     if document["interrupted"] or document["notRun"]:
         lines.append(f"\n**Interrupted**: {len(document['notRun'])} tasks did not run.")
     if summary.internal_error:

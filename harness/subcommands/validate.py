@@ -37,6 +37,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"{count(len(problems), 'problem')}: not a valid task file")
         return 2
     print(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
+    for warning in task_file.warnings:
+        print(f"warning: {warning}")
     per_tool, per_category = coverage(task_file)
     for line in coverage_table(per_tool, per_category):
         print(line)

@@ -1,0 +1,61 @@
+"""Leaks: the secret values a run holds, found in what an agent sends back, masked there before anything is written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+MASK = "***"
+SHORTEST = 4  # characters: a shorter value is no secret, and masking it would garble every reply
+
+
+class Secrets:
+    """Values that must never be printed or written, each with the name of what holds it (`EVAL_AGENT_TOKEN`)."""
+
+    def __init__(self, named: Mapping[str, str]) -> None:
+        self.named = {value: name for value, name in named.items() if len(value) >= SHORTEST}
+        # The longest first, so that a secret that contains another is masked whole.
+        alternatives = "|".join(re.escape(value) for value in sorted(self.named, key=len, reverse=True))
+        self.pattern = re.compile(alternatives) if alternatives else None
+
+    def __bool__(self) -> bool:
+        return self.pattern is not None
+
+    def __or__(self, other: Secrets) -> Secrets:
+        return Secrets({**self.named, **other.named})
+
+    def find(self, text: str) -> str | None:
+        """The name of a secret the text contains, or None."""
+        found = self.pattern.search(text) if self.pattern else None
+        return self.named[found.group(0)] if found else None
+
+    def mask(self, text: str) -> str:
+        """The text with every secret replaced by ***."""
+        return self.pattern.sub(MASK, text) if self.pattern else text
+
+    def mask_json(self, value: Any) -> Any:
+        """A JSON value with every secret masked in its strings and its keys."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, list):
+            return [self.mask_json(item) for item in value]
+        if isinstance(value, dict):
+            return {self.mask(key): self.mask_json(item) for key, item in value.items()}
+        return value
+
+
+NO_SECRETS = Secrets({})
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, its keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings(item)
