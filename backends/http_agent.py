@@ -8,17 +8,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.contract import parse_reply
-from backends.options import (
-    HEADERS,
-    MAX_RESPONSE_BYTES,
-    REQUEST_FIELDS,
-    RETRIES,
-    TIMEOUT,
-    credential,
-    header_secrets,
-    http_url,
-    url_secrets,
-)
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
+from harness.endpoints import credential, header_secrets, http_url, url_secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
 from harness.settings import Setting, Sources
 

@@ -8,17 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.options import (
-    HEADERS,
-    MAX_RESPONSE_BYTES,
-    RETRIES,
-    TIMEOUT,
-    credential,
-    header_secrets,
-    http_url,
-    url_secrets,
-)
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
+from harness.endpoints import credential, header_secrets, http_url, url_secrets
 from harness.records import AgentSurface, BackendError, ToolCall
 from harness.settings import Setting, Sources, number
 from harness.text import clip

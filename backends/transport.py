@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
-from backends.options import basic_credentials, redact_url
 from harness import __version__
+from harness.endpoints import basic_credentials, redact_url
 from harness.records import BackendError
 from harness.text import clip
 

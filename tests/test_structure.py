@@ -9,8 +9,9 @@ import unittest
 from tests.support import ROOT
 
 PACKAGES = ("harness", "backends")
-# What a backend may take from the engine: records and errors, how settings are declared and read, how to say things.
-FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.text"}
+# What a backend may take from the engine: records and errors, how settings (endpoints among them) are declared and
+# read, how to say things.
+FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text"}
 
 
 def project_modules() -> dict[str, str]:
