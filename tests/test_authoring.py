@@ -11,7 +11,19 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support import DATA, Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
+from harness.records import ConfigError
+from harness.subcommands import tools
+from tests.support import (
+    DATA,
+    Received,
+    TempDirTestCase,
+    canned,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send,
+    send_json,
+)
 
 MCP = os.path.join(DATA, "mcp")
 SERVER = os.path.join(MCP, "imageman_server.py")
@@ -274,3 +286,82 @@ class McpMisbehaviour(TempDirTestCase):
         self.assertTrue(
             stderr.startswith("eval_agent tools: error: cannot reach the MCP server at http://127.0.0.1:"), stderr
         )
+
+
+def fake_mcp(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """A Streamable HTTP MCP server that lets in only `Authorization: Bearer mcp-tok-5e1a`, and says what it got."""
+    if received.headers.get("Authorization") != "Bearer mcp-tok-5e1a":
+        send(handler, 401, f"denied: {received.headers.get('Authorization')} {received.path}".encode())
+        return
+    message = received.json
+    if "id" not in message:
+        send(handler, 202, b"")
+    elif message["method"] == "initialize":
+        info = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "fake", "version": "0"}}
+        send_json(handler, {"jsonrpc": "2.0", "id": message["id"], "result": info})
+    else:
+        tools = [{"name": "ping", "inputSchema": {"type": "object"}}]
+        send_json(handler, {"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})
+
+
+class McpSettings(TempDirTestCase):
+    def test_a_bad_url_timeout_or_header_is_one_line_and_exit_2(self) -> None:
+        url = "http://127.0.0.1:9/mcp"
+        for args, message in [
+            (["--mcp-url", "notaurl"], "--mcp-url: expected an http:// or https:// URL with a host, got 'notaurl'"),
+            (
+                ["--mcp-url", "ftp://h/mcp"],
+                "--mcp-url: expected an http:// or https:// URL with a host, got 'ftp://h/mcp'",
+            ),
+            (["--mcp-url", "http://[::1"], "--mcp-url: not a valid URL: http://[::1"),
+            *[
+                (
+                    ["--mcp-url", url, "--mcp-timeout", value],
+                    f"--mcp-timeout: expected a number from 0.001 to 3600.0, got {value!r}",
+                )
+                for value in ("-1", "nan", "inf", "0")
+            ],
+            (
+                ["--mcp-url", url, "--mcp-header", "no colon"],
+                "--mcp-header: expected NAME: VALUE, got a line without a valid header name",
+            ),
+        ]:
+            with self.subTest(args[-1]):
+                with self.assertRaises(ConfigError) as caught:
+                    tools.main(args)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_headers_from_flags_and_the_environment_reach_the_server(self) -> None:
+        server = self.serve(fake_mcp)
+        stdout, stderr, code = run_cli(
+            "tools",
+            "--mcp-url",
+            server.url("/mcp"),
+            "--mcp-header",
+            "Authorization: Bearer mcp-tok-5e1a",
+            env=clean_env(EVAL_MCP_HEADERS='{"X-Team": "evals"}'),
+        )
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual([tool["name"] for tool in json.loads(stdout)], ["ping"])
+        self.assertEqual({r.headers["X-Team"] for r in server.received}, {"evals"})
+
+    def test_credentials_in_the_url_and_headers_never_reach_the_console(self) -> None:
+        server = self.serve(fake_mcp)
+        url = server.url("/mcp?key=mcp-query-7c2d").replace("http://", "http://eval:mcp-pw-9b3f@")
+        stdout, stderr, code = run_cli(
+            "tools", "--mcp-url", url, "--mcp-header", "Authorization: Bearer wrong-tok-4a8e"
+        )
+        self.assertEqual((stdout, code), ("", 3))
+        self.assertEqual(
+            stderr,
+            "eval_agent tools: error: the MCP server answered initialize with HTTP 401: denied: *** /mcp?key=***\n",
+        )
+        self.assertEqual(server.received[0].headers["Authorization"], "Bearer wrong-tok-4a8e", "the header wins")
+        for secret in ("mcp-pw-9b3f", "mcp-query-7c2d", "wrong-tok-4a8e"):
+            self.assertNotIn(secret, stderr)
+        unreachable = url.replace(str(server.server.server_address[1]), str(free_port()))
+        _, stderr, code = run_cli("tools", "--mcp-url", unreachable, "--mcp-timeout", "2")
+        self.assertEqual(code, 3)
+        self.assertIn("cannot reach the MCP server at http://***@127.0.0.1:", stderr)
+        self.assertIn("/mcp?***: ", stderr)
+        self.assertNotIn("mcp-pw-9b3f", stderr)

@@ -102,6 +102,8 @@ HTTP_ERRORS: list[tuple[str, dict[str, str], str]] = [
         {"EVAL_AGENT_URL": "http://u:pw@host:99999/run"},
         "EVAL_AGENT_URL: not a valid URL: http://***@host:99999/run",
     ),
+    ("a URL that does not parse", {"EVAL_AGENT_URL": "http://[::1"}, "EVAL_AGENT_URL: not a valid URL: http://[::1"),
+    ("a token of spaces", {"EVAL_AGENT_TOKEN": "   "}, "EVAL_AGENT_TOKEN: only whitespace; leave it unset to send none"),
     ("a timeout of 0", {"EVAL_TIMEOUT": "0"}, "EVAL_TIMEOUT: expected a number from 0.001 to 3600.0, got '0'"),
     (
         "a timeout in words",

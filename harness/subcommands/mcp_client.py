@@ -6,10 +6,13 @@ import json
 import queue
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from harness import __version__
+from harness.endpoints import basic_credentials, header_secrets, redact_url, url_secrets
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import Unreachable
 from harness.text import clip
 
@@ -23,7 +26,14 @@ class McpError(Unreachable):
 
 
 def fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
-    """initialize, notifications/initialized, then tools/list page by page."""
+    """initialize, notifications/initialized, then tools/list page by page; what the server says, its secrets masked."""
+    try:
+        return _fetch_tools(session)
+    except McpError as err:
+        raise McpError(session.secrets.mask(str(err))) from None
+
+
+def _fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
     with session:
         session.request(
             "initialize",
@@ -55,9 +65,10 @@ def fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
 class _Session:
     """JSON-RPC ids and the checks every reply gets."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, secrets: Secrets = NO_SECRETS) -> None:
         self.timeout = timeout
         self.next_id = 0
+        self.secrets = secrets  # masked in whatever the server says back
 
     def __enter__(self) -> _Session:
         return self
@@ -177,9 +188,16 @@ class StdioSession(_Session):
 class HttpSession(_Session):
     """A server at a Streamable HTTP endpoint: POSTs answered with JSON or an event stream, in a session."""
 
-    def __init__(self, url: str, timeout: float) -> None:
-        super().__init__(timeout)
+    def __init__(self, url: str, timeout: float, headers: Mapping[str, str] | None = None) -> None:
+        headers = dict(headers or {})
+        super().__init__(timeout, Secrets(url_secrets(url, "--mcp-url") | header_secrets(headers, "--mcp-header")))
+        self.shown_url = redact_url(url)
+        parts = urlsplit(url)
+        if parts.username is not None:  # sent as Basic credentials, as the http backend sends them, unless a header is
+            headers = {"Authorization": basic_credentials(parts.username, parts.password), **headers}
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         self.url = url
+        self.headers = headers
         self.session_id: str | None = None
         self.protocol_version: str | None = None
 
@@ -187,7 +205,7 @@ class HttpSession(_Session):
         import urllib.error
         import urllib.request
 
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
         if self.protocol_version:
@@ -203,7 +221,7 @@ class HttpSession(_Session):
             ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise McpError(f"cannot reach the MCP server at {self.url}: {reason}") from None
+            raise McpError(f"cannot reach the MCP server at {self.shown_url}: {reason}") from None
         with response:
             self.session_id = response.headers.get("Mcp-Session-Id") or self.session_id
             if "id" not in message:
@@ -246,7 +264,8 @@ class HttpSession(_Session):
             return
         import urllib.request
 
-        request = urllib.request.Request(self.url, headers={"Mcp-Session-Id": self.session_id}, method="DELETE")
+        headers = {**self.headers, "Mcp-Session-Id": self.session_id}
+        request = urllib.request.Request(self.url, headers=headers, method="DELETE")
         try:
             urllib.request.urlopen(request, timeout=self.timeout).close()
         except OSError:

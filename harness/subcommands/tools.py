@@ -4,35 +4,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.endpoints import header_line, headers, http_url
 from harness.records import ConfigError
-from harness.settings import Parser
+from harness.settings import Parser, Setting, Sources, number
 from harness.subcommands.mcp_client import HttpSession, StdioSession, fetch_tools
 
 MCP_TIMEOUT = 10.0
+MCP_HEADERS = Setting(
+    "EVAL_MCP_HEADERS", None, "a JSON object of headers for every request to --mcp-url", headers, {}, secret=True
+)
 
 
 def add_mcp_flags(parser: argparse.ArgumentParser) -> None:
-    """--mcp-command or --mcp-url, and --mcp-timeout: where the live surface is."""
+    """--mcp-command or --mcp-url, --mcp-header and --mcp-timeout: where the live surface is, and how to ask it."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--mcp-command", metavar="COMMAND", help="an MCP server to start, speaking stdio (split like a shell)"
     )
     source.add_argument("--mcp-url", metavar="URL", help="an MCP server's Streamable HTTP endpoint")
     parser.add_argument(
+        "--mcp-header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=[],
+        help=f"a header for every request to --mcp-url, as curl takes it; repeatable ({MCP_HEADERS.var}: JSON)",
+    )
+    parser.add_argument(
         "--mcp-timeout",
         metavar="SECONDS",
-        type=float,
-        default=MCP_TIMEOUT,
+        default=str(MCP_TIMEOUT),
         help=f"the longest wait for one reply (default {MCP_TIMEOUT:g})",
     )
 
 
-def live_tools(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The tools of the MCP server the flags name; McpError (exit 3) when it fails us."""
+def mcp_session(args: argparse.Namespace) -> Callable[[], Any] | None:
+    """What starts a session with the MCP server the flags name, every flag checked first; None when they name none."""
+    timeout = number(float, 0.001, 3600.0)(args.mcp_timeout, "--mcp-timeout")
     if args.mcp_command:
         try:
             argv = shlex.split(args.mcp_command)
@@ -40,8 +52,13 @@ def live_tools(args: argparse.Namespace) -> list[dict[str, Any]]:
             raise ConfigError(f"--mcp-command: cannot split {args.mcp_command!r}: {exc}") from None
         if not argv:
             raise ConfigError("--mcp-command: empty command")
-        return fetch_tools(StdioSession(argv, args.mcp_timeout))
-    return fetch_tools(HttpSession(args.mcp_url, args.mcp_timeout))
+        return lambda: StdioSession(argv, timeout)
+    if not args.mcp_url:
+        return None
+    url = http_url(args.mcp_url, "--mcp-url")
+    fields = {**Sources(args, os.environ).get(MCP_HEADERS)}
+    fields |= dict(header_line(line, "--mcp-header") for line in args.mcp_header)
+    return lambda: HttpSession(url, timeout, fields)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -52,8 +69,8 @@ def main(argv: Sequence[str]) -> int:
         epilog="Exit codes: 0 printed, 2 bad flags, 3 the MCP server could not be reached or misbehaved.",
     )
     add_mcp_flags(parser)
-    args = parser.parse_args(argv)
-    if not (args.mcp_command or args.mcp_url):
+    session = mcp_session(parser.parse_args(argv))
+    if session is None:
         raise ConfigError("give --mcp-command or --mcp-url (see --help)")
-    print(json.dumps(live_tools(args), indent=2, ensure_ascii=False))
+    print(json.dumps(fetch_tools(session()), indent=2, ensure_ascii=False))
     return 0

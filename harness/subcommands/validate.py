@@ -9,7 +9,8 @@ from typing import Any
 from harness.config import TASKS
 from harness.records import TaskFile
 from harness.settings import Parser, Sources
-from harness.subcommands.tools import add_mcp_flags, live_tools
+from harness.subcommands.mcp_client import fetch_tools
+from harness.subcommands.tools import add_mcp_flags, mcp_session
 from harness.taskfile import read_task_file
 from harness.text import count
 
@@ -29,6 +30,7 @@ def main(argv: Sequence[str]) -> int:
     )
     add_mcp_flags(parser)
     args = parser.parse_args(argv)
+    session = mcp_session(args)
     path = Sources(args, os.environ).get(TASKS)
     task_file, problems = read_task_file(path, os.environ)
     if task_file is None:
@@ -51,8 +53,8 @@ def main(argv: Sequence[str]) -> int:
     for gap in gaps:
         print(f"{'error' if args.strict else 'warning'}: {gap}")
     code = 1 if gaps and args.strict else 0
-    if args.mcp_command or args.mcp_url:
-        differences = drift(task_file, live_tools(args))
+    if session is not None:
+        differences = drift(task_file, fetch_tools(session()))
         print(f"live surface: {count(len(differences), 'difference')} from the task file")
         for difference in differences:
             print(f"  {difference}")
