@@ -10,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 
 from harness import __version__
 from harness.records import ConfigError, GateOn, Outputs
-from harness.settings import Parser, Setting, Sources, add_settings, choice, environment_only, number, writable_path
+from harness.settings import Parser, Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.verdict import EXIT_CODES
 
 DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval-tasks.json")
@@ -71,7 +71,7 @@ TASKS = Setting(
     metavar="FILE",
     shown="eval-tasks.json beside eval_agent.py",
 )
-RESULTS = Setting("EVAL_RESULTS", "--out", "the results file", writable_path, "eval-results.json", "FILE")
+RESULTS = Setting("EVAL_RESULTS", "--out", "the results file", default="eval-results.json", metavar="FILE")
 SYSTEM_PROMPT = Setting(
     "EVAL_SYSTEM_PROMPT_FILE",
     "--system-prompt-file",
@@ -119,11 +119,9 @@ DRY_RUN = Setting(
     shown="off; 1 is on",
     switch=True,
 )
-JUNIT = Setting("EVAL_JUNIT", "--junit", "also write JUnit XML", writable_path, metavar="FILE")
-SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown summary", writable_path, metavar="FILE")
-STEP_SUMMARY = Setting(
-    "GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)", writable_path
-)
+JUNIT = Setting("EVAL_JUNIT", "--junit", "also write JUnit XML", metavar="FILE")
+SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown summary", metavar="FILE")
+STEP_SUMMARY = Setting("GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)")
 BASELINE = Setting(
     "EVAL_BASELINE", "--baseline", "compare with this results file and fail on any regression", metavar="FILE"
 )
@@ -154,11 +152,10 @@ class Config:
 
 def run_config(sources: Sources) -> Config:
     """The run's own settings; ConfigError names the flag or variable that is wrong."""
-    summary_md = [path for path in (sources.get(SUMMARY_MD), sources.get(STEP_SUMMARY)) if path]
     return Config(
         tasks_path=sources.get(TASKS),
         gate=sources.get(GATE),
-        outputs=Outputs(sources.get(RESULTS), sources.get(JUNIT), tuple(summary_md)),
+        outputs=outputs(sources),
         run_id=os.urandom(16).hex(),
         system_prompt=sources.get(SYSTEM_PROMPT),
         concurrency=sources.get(CONCURRENCY),
@@ -170,6 +167,30 @@ def run_config(sources: Sources) -> Config:
         dry_run=sources.get(DRY_RUN),
         baseline_path=sources.get(BASELINE),
     )
+
+
+def outputs(sources: Sources) -> Outputs:
+    """Where the run writes, each file checked now, before anything is sent; never over an input or another output."""
+    written: dict[str, str] = {}  # the real path -> where it was given
+    read = {
+        os.path.realpath(path): sources.text(setting)[1]
+        for setting in (TASKS, BASELINE)
+        if (path := sources.get(setting))
+    }
+    for setting in (RESULTS, JUNIT, SUMMARY_MD, STEP_SUMMARY):
+        path, where = sources.get(setting), sources.text(setting)[1]
+        if not path:
+            continue
+        output_path(path, where)
+        real = os.path.realpath(path)
+        if real in read:
+            what = "task file" if read[real] in (TASKS.flag, TASKS.var) else "baseline"
+            raise ConfigError(f"{where}: {path} is the {what} ({read[real]}); a run never writes over what it reads")
+        if real in written:
+            raise ConfigError(f"{where}: {path} is also {written[real]}; each report needs a file of its own")
+        written[real] = where
+    summary_md = tuple(path for path in (sources.get(SUMMARY_MD), sources.get(STEP_SUMMARY)) if path)
+    return Outputs(sources.get(RESULTS), sources.get(JUNIT), summary_md)
 
 
 def read_command_line(

@@ -187,9 +187,18 @@ def render_json(document: Mapping[str, Any]) -> Iterator[str]:
 
 
 def write_atomic(path: str, chunks: Iterable[str]) -> None:
-    """Write beside the target, then rename over it: a reader never sees half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".eval-", suffix=".tmp", dir=folder)
+    """Write beside the target, then rename over it: a reader never sees half a file.
+
+    Through a symlink the file it points to is replaced, and the link kept; what is not a regular file (a device, a
+    FIFO, a folder) is never replaced.
+    """
+    target = os.path.realpath(path)
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise ConfigError(f"cannot write {path}: not a regular file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".eval-", suffix=".tmp", dir=os.path.dirname(target))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.writelines(chunks)
@@ -199,7 +208,10 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(tmp)
         raise

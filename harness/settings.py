@@ -180,9 +180,17 @@ def choice(*options: str) -> Reader:
     return read
 
 
-def writable_path(path: str, where: str) -> str:
-    """A file path whose folder exists, so the file can be written there at the end of a run."""
-    folder = os.path.dirname(os.path.abspath(path))
+def output_path(path: str, where: str) -> str:
+    """A file a run writes at its end, checked before it starts: its folder exists and may be written, and the file is
+    missing or a regular file that may be written (through a symlink, the file it points to)."""
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise ConfigError(f"{where}: cannot write {path}: no folder {folder}")
+    if os.path.isdir(target):
+        raise ConfigError(f"{where}: cannot write {path}: it is a folder")
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise ConfigError(f"{where}: cannot write {path}: not a regular file")
+    if not os.access(target if os.path.exists(target) else folder, os.W_OK):
+        raise ConfigError(f"{where}: cannot write {path}: permission denied")
     return path

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import unittest
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler
 
 from backends import BACKENDS
 from eval_agent import configure
@@ -14,7 +16,7 @@ from harness.config import RUN_SETTINGS
 from harness.records import ConfigError, Outputs
 from harness.selection import select_tasks, shard_of
 from harness.taskfile import load_task_file
-from tests.support import CANONICAL_TASKS, DATA, TempDirTestCase, clean_env, run_cli
+from tests.support import CANONICAL_TASKS, DATA, Received, TempDirTestCase, canned, clean_env, run_cli
 
 HTTP = {"EVAL_BACKEND": "http", "EVAL_AGENT_URL": "http://127.0.0.1:9/run"}
 SECRET = "hdr-0b8d41-secret"
@@ -77,6 +79,27 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
         {"GITHUB_STEP_SUMMARY": MISSING},
         f"GITHUB_STEP_SUMMARY: cannot write {MISSING}: no folder {os.path.dirname(MISSING)}",
     ),
+    ("results into a folder", ["--out", DATA], {}, f"--out: cannot write {DATA}: it is a folder"),
+    ("results over a device", ["--out", "/dev/null"], {}, "--out: cannot write /dev/null: not a regular file"),
+    ("JUnit over a device", [], {"EVAL_JUNIT": "/dev/zero"}, "EVAL_JUNIT: cannot write /dev/zero: not a regular file"),
+    (
+        "results over the task file",
+        ["--out", CANONICAL_TASKS, "--tasks", CANONICAL_TASKS],
+        {},
+        f"--out: {CANONICAL_TASKS} is the task file (--tasks); a run never writes over what it reads",
+    ),
+    (
+        "results over the baseline",
+        ["--baseline", "base.json"],
+        {"EVAL_RESULTS": "./base.json"},
+        "EVAL_RESULTS: ./base.json is the baseline (--baseline); a run never writes over what it reads",
+    ),
+    (
+        "JUnit over the results",
+        ["--junit", "r.json", "--out", "r.json"],
+        {},
+        "--junit: r.json is also --out; each report needs a file of its own",
+    ),
     (
         "a system prompt file that is not there",
         ["--system-prompt-file", "nope.txt"],
@@ -103,7 +126,11 @@ HTTP_ERRORS: list[tuple[str, dict[str, str], str]] = [
         "EVAL_AGENT_URL: not a valid URL: http://***@host:99999/run",
     ),
     ("a URL that does not parse", {"EVAL_AGENT_URL": "http://[::1"}, "EVAL_AGENT_URL: not a valid URL: http://[::1"),
-    ("a token of spaces", {"EVAL_AGENT_TOKEN": "   "}, "EVAL_AGENT_TOKEN: only whitespace; leave it unset to send none"),
+    (
+        "a token of spaces",
+        {"EVAL_AGENT_TOKEN": "   "},
+        "EVAL_AGENT_TOKEN: only whitespace; leave it unset to send none",
+    ),
     ("a timeout of 0", {"EVAL_TIMEOUT": "0"}, "EVAL_TIMEOUT: expected a number from 0.001 to 3600.0, got '0'"),
     (
         "a timeout in words",
@@ -419,3 +446,44 @@ class Help(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OutputFiles(TempDirTestCase):
+    """What a run writes is checked before it sends anything, and it never replaces what is not a regular file."""
+
+    def test_a_results_path_that_cannot_be_written_stops_the_run_before_any_request(self) -> None:
+        agent = self.serve(canned)
+        os.mkfifo(os.path.join(self.tmp, "fifo"))
+        os.mkdir(os.path.join(self.tmp, "eval-results.json"))
+        # Not /dev/null here: a harness that failed this test would replace it (the table above checks it in-process).
+        for args, message in [
+            (["--out", "fifo"], "--out: cannot write fifo: not a regular file"),
+            ([], "EVAL_RESULTS: cannot write eval-results.json: it is a folder"),
+        ]:
+            with self.subTest(message):
+                env = clean_env(EVAL_AGENT_URL=agent.url())
+                self.assertEqual(run_cli(*args, env=env, cwd=self.tmp), ("", f"eval_agent: error: {message}\n", 2))
+        self.assertEqual(agent.received, [])
+        self.assertTrue(stat.S_ISFIFO(os.stat(os.path.join(self.tmp, "fifo")).st_mode))
+
+    def test_through_a_symlink_the_file_it_points_to_is_replaced_and_the_link_kept(self) -> None:
+        os.mkdir(os.path.join(self.tmp, "real"))
+        os.symlink(os.path.join("real", "results.json"), os.path.join(self.tmp, "link.json"))
+        _, _, code = run_cli("--out", "link.json", cwd=self.tmp)
+        self.assertEqual(code, 0)
+        self.assertTrue(os.path.islink(os.path.join(self.tmp, "link.json")))
+        self.assertEqual(self.read_json("real/results.json")["total"], 10)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, "real"))), ["results.json"])
+
+    def test_a_folder_gone_by_the_end_of_the_run_is_named_as_given_not_as_a_temporary_file(self) -> None:
+        folder = os.path.join(self.tmp, "out")
+        os.mkdir(folder)
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if os.path.isdir(folder):
+                os.rmdir(folder)  # the results folder goes away while the run is on
+            canned(received, handler)
+
+        env = clean_env(EVAL_AGENT_URL=self.serve(respond).url())
+        _, stderr, code = run_cli("--out", "out/r.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("eval_agent: error: cannot write out/r.json: No such file or directory\n", 2))

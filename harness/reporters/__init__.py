@@ -25,15 +25,15 @@ def publish(document: Mapping[str, Any], summary: Summary, outputs: Outputs) -> 
         from harness.reporters.jobsummary import job_summary
 
         markdown = job_summary(document, summary)
-    try:
-        write_atomic(outputs.results, render_json(document))
-        if outputs.junit:
-            write_atomic(outputs.junit, [junit])
-        for path in outputs.summary_md:
+    write_atomic(outputs.results, render_json(document))
+    if outputs.junit:
+        write_atomic(outputs.junit, [junit])
+    for path in outputs.summary_md:
+        try:
             with open(path, "a", encoding="utf-8") as f:  # a job summary gathers the sections of every step
                 f.write(markdown)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {exc.filename}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     say(headline(summary))
 
 

@@ -9,9 +9,8 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
-from harness.records import ConfigError
 from harness.results import load_results, partial, render_json, write_atomic
-from harness.settings import Parser
+from harness.settings import Parser, output_path
 from harness.text import percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
@@ -233,6 +232,8 @@ def main(argv: Sequence[str]) -> int:
         help="exit 1 when a task regressed (default), or never",
     )
     args = parser.parse_args(argv)
+    if args.out:
+        output_path(args.out, "--out")
     baseline, candidate = load_results(args.baseline), load_results(args.candidate)
     for path, document in ((args.baseline, baseline), (args.candidate, candidate)):
         why = partial(document)
@@ -246,13 +247,8 @@ def main(argv: Sequence[str]) -> int:
     for line in render(comparison, args.baseline, args.candidate):
         print(line)
     if args.out:
-        try:
-            write_atomic(
-                args.out,
-                render_json(comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)),
-            )
-        except OSError as exc:
-            raise ConfigError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        document = comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)
+        write_atomic(args.out, render_json(document))
     return 1 if comparison.regressed and args.fail_on == "regressed" else 0
 
 

@@ -11,7 +11,7 @@ from harness.config import STEP_SUMMARY, percentage
 from harness.records import ConfigError, Outputs, Summary, Unreachable
 from harness.reporters import publish, unreachable_reason
 from harness.results import load_results, partial, results_document
-from harness.settings import Parser, Sources, writable_path
+from harness.settings import Parser, Sources, output_path
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -37,11 +37,12 @@ def main(argv: Sequence[str]) -> int:
     shards = [load_results(path) for path in args.results]
     gate = percentage(args.gate, "--gate") if args.gate else None
     document, summary = merge(shards, args.results, gate, args.allow_partial)
-    summary_md = [writable_path(args.summary_md, "--summary-md")] if args.summary_md else []
+    summary_md = [output_path(args.summary_md, "--summary-md")] if args.summary_md else []
     step_summary = Sources(args, os.environ).get(STEP_SUMMARY)
+    step_summary = step_summary and output_path(step_summary, STEP_SUMMARY.var)
     outputs = Outputs(
-        writable_path(args.out, "--out"),
-        writable_path(args.junit, "--junit") if args.junit else None,
+        output_path(args.out, "--out"),
+        output_path(args.junit, "--junit") if args.junit else None,
         (*summary_md, *([step_summary] if step_summary else [])),
     )
     publish(document, summary, outputs)
