@@ -23,7 +23,7 @@ from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, dry_run_lines, say
-from harness.results import load_results, results_document, task_entry
+from harness.results import load_results, partial, results_document, task_entry
 from harness.running import InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.taskfile import load_task_file
@@ -97,6 +97,8 @@ def run(argv: Sequence[str]) -> int:
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id)
     baseline = load_results(config.baseline_path) if config.baseline_path else None
+    if baseline is not None and partial(baseline):
+        raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
 
     settings = backend.describe()
     plan = f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}"

@@ -5,30 +5,86 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.records import ConfigError, Result, Summary, Task
-from harness.text import count
+from harness.text import count, kind
 
 RESULTS_SCHEMA_VERSION = 2
-RESULTS_KEYS = (
-    "runId",
-    "fingerprint",
-    "manifest",
-    "startedAt",
-    "durationMs",
-    "interrupted",
-    "notRun",
-    "gate",
-    "gateOn",
-    "runs",
-    "passed",
-    "total",
-    "passRate",
-    "byCategory",
-    "results",
-)
+Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
+
+
+def _is(what: str, test: Callable[[Any], bool]) -> Check:
+    def check(value: Any) -> str | None:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if test(value) else f"expected {what}, got {json.dumps(value) if number else kind(value)}"
+
+    return check
+
+
+class Maybe:
+    """A value of the shape given, or null."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = shape
+
+
+def _whole(value: Any, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+TEXT = _is("a string", lambda value: isinstance(value, str))
+MAYBE_TEXT = _is("a string or null", lambda value: value is None or isinstance(value, str))
+FLAG = _is("true or false", lambda value: isinstance(value, bool))
+WHOLE = _is("a whole number", _whole)
+NUMBER = _is("a number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool))
+OBJECT = _is("an object", lambda value: isinstance(value, dict))
+STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "error"))
+TRIAL = {
+    "status": STATUS,
+    "code": MAYBE_TEXT,
+    "reason": MAYBE_TEXT,
+    "violation": MAYBE_TEXT,
+    "toolCalls": [{"name": TEXT, "args": OBJECT}],
+    "refused": FLAG,
+    "text": MAYBE_TEXT,
+    "attempts": WHOLE,
+    "durationMs": NUMBER,
+    "usage": Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE}),
+}
+ENTRY = {
+    "id": TEXT,
+    "category": TEXT,
+    "sha256": TEXT,
+    "blocking": FLAG,
+    "status": STATUS,
+    "code": MAYBE_TEXT,
+    "reason": MAYBE_TEXT,
+    "violation": MAYBE_TEXT,
+    "passes": WHOLE,
+    "trials": WHOLE,
+    "flaky": FLAG,
+    "trialResults": [TRIAL],
+}
+# What the harness reads back of a results file (a baseline, compare's and merge's inputs): every field it relies on.
+DOCUMENT = {
+    "runId": TEXT,
+    "fingerprint": TEXT,
+    "manifest": {"backend": TEXT, "backendSettings": OBJECT, "selection": {"shard": MAYBE_TEXT, "taskIds": [TEXT]}},
+    "startedAt": TEXT,
+    "durationMs": NUMBER,
+    "interrupted": FLAG,
+    "notRun": [TEXT],
+    "gate": NUMBER,
+    "gateOn": _is("trials or pass-all", lambda value: value in ("trials", "pass-all")),
+    "runs": _is("a whole number from 1", lambda value: _whole(value, 1)),
+    "passed": WHOLE,
+    "total": WHOLE,
+    "passRate": NUMBER,
+    "byCategory": OBJECT,
+    "results": [ENTRY],
+}
 
 
 def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
@@ -144,7 +200,7 @@ def partial(document: Mapping[str, Any]) -> str | None:
 
 
 def load_results(path: str) -> dict[str, Any]:
-    """A results file, or a ConfigError saying why it is not one."""
+    """A results file, checked whole; a ConfigError naming the first thing that makes it not one."""
     try:
         with open(path, encoding="utf-8") as f:
             document = json.load(f)
@@ -152,12 +208,44 @@ def load_results(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: not JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not JSON this harness reads: nested too deeply") from None
     if not isinstance(document, dict) or document.get("schemaVersion") != RESULTS_SCHEMA_VERSION:
         raise ConfigError(f"{path}: not a results file of schema version {RESULTS_SCHEMA_VERSION}")
-    missing = [key for key in RESULTS_KEYS if key not in document]
-    if missing:
-        raise ConfigError(f"{path}: not a whole results file: no {', '.join(missing)}")
+    problem = _problem(document, DOCUMENT, "")
+    if problem is None:
+        problem = next((_trials(entry, i) for i, entry in enumerate(document["results"]) if _trials(entry, i)), None)
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
     return document
+
+
+def _problem(value: Any, shape: Any, path: str) -> str | None:
+    """Why the value is not of the shape (`results[3]: no trialResults`), or None."""
+    if isinstance(shape, Maybe):
+        return None if value is None else _problem(value, shape.shape, path)
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{path}: expected an object, got {kind(value)}"
+        for key, inner in shape.items():
+            if key not in value:
+                return f"{path or 'the top level'}: no {key}"
+            problem = _problem(value[key], inner, f"{path}.{key}" if path else key)
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{path}: expected a list, got {kind(value)}"
+        return next((p for i, item in enumerate(value) if (p := _problem(item, shape[0], f"{path}[{i}]"))), None)
+    why = shape(value)
+    return f"{path}: {why}" if why else None
+
+
+def _trials(entry: Mapping[str, Any], index: int) -> str | None:
+    if entry["trials"] != len(entry["trialResults"]):
+        return f"results[{index}].trials: {entry['trials']}, but {len(entry['trialResults'])} trialResults"
+    return None
 
 
 def render_json(document: Mapping[str, Any]) -> Iterator[str]:

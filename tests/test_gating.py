@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.records import ConfigError
+from harness.results import load_results
 from harness.subcommands import compare, merge
 from harness.subcommands.compare import classify, fisher_exact
 from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
@@ -336,3 +337,75 @@ class PartialRuns(TempDirTestCase):
         self.assertEqual(code, 1)
         self.assertTrue(stdout.endswith("· 3 not run · gate not met: tasks not run\n"), stdout)
         self.assertEqual(self.read_json("m.json")["gateFailedBecause"], ["not-run"])
+
+
+class ResultsFiles(TempDirTestCase):
+    """Every results file read (a baseline, compare's and merge's inputs) is checked whole, by one reader."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        run_cli("--out", "good.json", "--runs", "2", cwd=self.tmp)
+
+    def broken(self, change: Any) -> str:
+        doc = self.read_json("good.json")
+        change(doc)
+        return self.write_json("bad.json", doc)
+
+    def test_a_file_that_is_not_a_whole_results_document_is_named_with_what_is_wrong(self) -> None:
+        def set_path(path: str, value: Any) -> Any:
+            def change(doc: Any) -> None:
+                *parents, last = path.split(".")
+                target = doc
+                for key in parents:
+                    target = target[int(key)] if key.isdigit() else target[key]
+                if value is DELETE:
+                    del target[int(last) if last.isdigit() else last]
+                else:
+                    target[int(last) if last.isdigit() else last] = value
+
+            return change
+
+        DELETE = object()
+        cases = [
+            ("results", None, "results: expected a list, got null"),
+            ("results.0", {}, "results[0]: no id"),
+            ("results.0.status", "ok", 'results[0].status: expected pass, fail or error, got the string "ok"'),
+            ("results.0.passes", True, "results[0].passes: expected a whole number, got a boolean"),
+            ("results.0.trialResults", DELETE, "results[0]: no trialResults"),
+            (
+                "results.0.trialResults.1.toolCalls",
+                [{"name": 3}],
+                "results[0].trialResults[1].toolCalls[0].name: expected a string, got 3",
+            ),
+            (
+                "results.0.trialResults.0.durationMs",
+                "fast",
+                'results[0].trialResults[0].durationMs: expected a number, got the string "fast"',
+            ),
+            ("results.0.trials", 3, "results[0].trials: 3, but 2 trialResults"),
+            ("manifest.selection", DELETE, "manifest: no selection"),
+            ("notRun", [1], "notRun[0]: expected a string, got 1"),
+            ("runs", 0, "runs: expected a whole number from 1, got 0"),
+        ]
+        self.work_in_tmp()
+        for path, value, message in cases:
+            with self.subTest(path):
+                self.broken(set_path(path, value))
+                with self.assertRaises(ConfigError) as caught:
+                    load_results("bad.json")
+                self.assertEqual(str(caught.exception), f"bad.json: {message}")
+
+    def test_a_bad_baseline_stops_the_run_before_any_request(self) -> None:
+        self.broken(lambda doc: doc.update(results=None))
+        agent = self.serve(canned)
+        env = clean_env(EVAL_AGENT_URL=agent.url())
+        self.assertEqual(
+            run_cli("--baseline", "bad.json", env=env, cwd=self.tmp),
+            ("", "eval_agent: error: bad.json: results: expected a list, got null\n", 2),
+        )
+        self.broken(lambda doc: doc.update(interrupted=True))
+        self.assertEqual(
+            run_cli("--baseline", "bad.json", env=env, cwd=self.tmp),
+            ("", "eval_agent: error: bad.json: a partial run (interrupted) cannot be a baseline\n", 2),
+        )
+        self.assertEqual(agent.received, [])
