@@ -89,7 +89,7 @@ def configure(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Config, 
 def run(argv: Sequence[str]) -> int:
     """Load and check everything, send every task, score every reply, decide the verdict, write the results, report."""
     config, backend_name, backend_settings = configure(argv, os.environ)
-    task_file = load_task_file(config.tasks_path)
+    task_file = load_task_file(config.tasks_path, max_bytes=config.max_task_file_bytes)
     for warning in task_file.warnings:
         _complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from harness.endpoints import headers
 from harness.records import ConfigError
-from harness.settings import Setting, number
+from harness.settings import Setting, number, read_json
 
 RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
 
@@ -15,7 +14,7 @@ RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
 def request_fields(text: str, where: str) -> dict[str, Any]:
     """A JSON object merged into every request body; it cannot set what the harness sends."""
     try:
-        fields = json.loads(text)
+        fields = read_json(text, where)
     except ValueError as exc:
         raise ConfigError(f"{where}: expected a JSON object, got invalid JSON ({exc})") from None
     if not isinstance(fields, dict):

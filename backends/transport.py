@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
 from harness import __version__
 from harness.endpoints import basic_credentials, redact_url
-from harness.records import BackendError
+from harness.records import BackendError, ConfigError
 from harness.text import clip
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -219,11 +219,15 @@ def _proxy_for(scheme: str, host: str) -> tuple[tuple[str, int] | None, dict[str
     proxy = urllib.request.getproxies().get(scheme)
     if not proxy or urllib.request.proxy_bypass(host):
         return None, {}
-    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        port = parts.port or 80
+    except ValueError:
+        raise ConfigError(f"{scheme.upper()}_PROXY: not a valid proxy URL: {redact_url(proxy)!r}") from None
     auth = {}
     if parts.username is not None:
         auth["Proxy-Authorization"] = basic_credentials(parts.username, parts.password)
-    return (parts.hostname or "", parts.port or 80), auth
+    return (parts.hostname or "", port), auth
 
 
 def _tls_context() -> Any:

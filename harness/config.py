@@ -11,6 +11,7 @@ from decimal import Decimal, InvalidOperation
 from harness import __version__
 from harness.records import ConfigError, GateOn, Outputs
 from harness.settings import Parser, Setting, Sources, add_settings, choice, environment_only, number, output_path
+from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.verdict import EXIT_CODES
 
 DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval-tasks.json")
@@ -79,6 +80,14 @@ SYSTEM_PROMPT = Setting(
     text_file,
     metavar="FILE",
 )
+MAX_TASK_FILE_BYTES = Setting(
+    MAX_BYTES_VAR,
+    "--max-task-file-bytes",
+    "the largest task file read, in bytes",
+    number(int, 1, 2**40),
+    MAX_BYTES,
+    "N",
+)
 CONCURRENCY = Setting("EVAL_CONCURRENCY", "--concurrency", "tasks in flight at once", number(int, 1, 256), 4, "N")
 RUNS = Setting("EVAL_RUNS", "--runs", "trials of every task, for pass^k and flakiness", number(int, 1, 100), 1, "N")
 GATE_ON = Setting(
@@ -126,8 +135,8 @@ BASELINE = Setting(
     "EVAL_BASELINE", "--baseline", "compare with this results file and fail on any regression", metavar="FILE"
 )
 RUN_SETTINGS = (
-    GATE, TASKS, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS, SHARD, DRY_RUN,
-    JUNIT, SUMMARY_MD, STEP_SUMMARY, BASELINE,
+    GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,
+    SHARD, DRY_RUN, JUNIT, SUMMARY_MD, STEP_SUMMARY, BASELINE,
 )  # fmt: skip
 
 
@@ -137,6 +146,7 @@ class Config:
 
     tasks_path: str
     gate: Decimal
+    max_task_file_bytes: int
     outputs: Outputs
     run_id: str
     system_prompt: str | None = field(default=None, repr=False)
@@ -155,6 +165,7 @@ def run_config(sources: Sources) -> Config:
     return Config(
         tasks_path=sources.get(TASKS),
         gate=sources.get(GATE),
+        max_task_file_bytes=sources.get(MAX_TASK_FILE_BYTES),
         outputs=outputs(sources),
         run_id=os.urandom(16).hex(),
         system_prompt=sources.get(SYSTEM_PROMPT),

@@ -98,7 +98,7 @@ def headers(text: str, where: str) -> dict[str, str]:
     """A JSON object of extra headers; header values are secrets, so a message names the header, never a value."""
     try:
         fields = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ConfigError(f"{where}: expected a JSON object of header names to strings, got invalid JSON") from None
     if not isinstance(fields, dict):
         raise ConfigError(f"{where}: expected a JSON object of header names to strings")

@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.leaks import strings
 from harness.records import ConfigError
+from harness.text import lone_surrogate
 
 Reader = Callable[[Any, str], Any]  # (the text given, where it was given) -> the value; ConfigError naming `where`
+
+
+def read_json(text: str, where: str) -> Any:
+    """JSON as the harness can send it on: no NaN or Infinity, no lone surrogate, nested no deeper than a reader reads.
+
+    Invalid JSON raises ValueError, for the caller to say what it expected; the rest a ConfigError.
+    """
+
+    def no_constant(name: str) -> None:
+        raise ConfigError(f"{where}: {name} is not JSON")
+
+    try:
+        value = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deeply to read") from None
+    lone = next(filter(None, (lone_surrogate(string) for string in strings(value))), None)
+    if lone is not None:
+        raise ConfigError(f"{where}: not Unicode text: a lone surrogate ({lone})")
+    return value
 
 
 def as_text(text: str, where: str) -> str:

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from harness.records import (
@@ -22,7 +23,7 @@ from harness.records import (
     TaskFile,
     Tool,
 )
-from harness.text import count, kind
+from harness.text import count, kind, lone_surrogate
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "tasks")
@@ -33,16 +34,21 @@ EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
 STEP_KEYS = ("tool", "requiredArgs", "argValues")
 ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
 ORDERS = ("in-order", "exact", "any-order")
-PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `$$` is a dollar, `${NAME}` a placeholder; any other `${` (unclosed, empty, a bad name) is a problem, never sent.
+PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{[^}\s]*\}?")
+# A \uD800-\uDFFF escape in the text: the only way a task file's JSON can hold a lone surrogate, which is no Unicode.
+SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+MAX_BYTES = 64 * 1024 * 1024
+MAX_BYTES_VAR = "EVAL_MAX_TASK_FILE_BYTES"
 # Forbidden text is expanded where it is read: a canary's variable may be unset, which skips the check, not the run.
 FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def load_task_file(path: str, environ: Mapping[str, str] | None = None) -> TaskFile:
+def load_task_file(path: str, environ: Mapping[str, str] | None = None, max_bytes: int = MAX_BYTES) -> TaskFile:
     """Read, expand, parse and validate the task file at path; ConfigError names the first problem, counts the rest."""
-    task_file, problems = read_task_file(path, os.environ if environ is None else environ)
+    task_file, problems = read_task_file(path, os.environ if environ is None else environ, max_bytes)
     if task_file is None:
         more = len(problems) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -50,22 +56,33 @@ def load_task_file(path: str, environ: Mapping[str, str] | None = None) -> TaskF
     return task_file
 
 
-def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | None, list[str]]:
+def read_task_file(
+    path: str, environ: Mapping[str, str], max_bytes: int = MAX_BYTES
+) -> tuple[TaskFile | None, list[str]]:
     """The task file and no problems, or None and every problem found, each with its JSON path."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(max_bytes + 1)  # /dev/zero, or a file grown by mistake, is never read whole
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise ConfigError(f"{path}: over the {max_bytes} bytes a task file may have ({MAX_BYTES_VAR})")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    repeated: list[bool] = []
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=partial(_object, repeated))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply to read") from None
     checker = _Checker(environ)
+    if repeated or SURROGATE_ESCAPE.search(text):
+        checker.inspect(data, "")
+        if checker.problems:  # later checks could not trust what they would read
+            return None, checker.problems
     if "$" in text:  # most task files have no placeholder: skip the walk (and the copy it makes)
         data = checker.expand(data, "")
     tools, tasks = checker.task_file(data)
@@ -81,6 +98,23 @@ def read_task_file(path: str, environ: Mapping[str, str]) -> tuple[TaskFile | No
         warnings=checker.warnings(),
     )
     return task_file, []
+
+
+class _Repeated(dict):  # type: ignore[type-arg]
+    """A JSON object that gave a key more than once (the last value kept, as every JSON reader keeps one)."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self.repeated = [key for i, (key, _) in enumerate(pairs) if any(key == other for other, _ in pairs[:i])]
+
+
+def _object(repeated: list[bool], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, as fast as json's own; one that repeats a key is kept aside to be reported."""
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    repeated.append(True)
+    return _Repeated(pairs)
 
 
 def canonical_sha256(value: Any) -> str:
@@ -109,12 +143,30 @@ class _Checker:
             for name, ids in self.skipped.items()
         )
 
+    def inspect(self, value: Any, path: str) -> None:
+        """Keys given twice and lone surrogates, at their JSON paths: what a JSON parser lets through."""
+        if isinstance(value, str):
+            lone = lone_surrogate(value)
+            if lone is not None:
+                self.problem(path or "top level", f"not Unicode text: a lone surrogate ({lone})")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                self.inspect(item, f"{path}[{i}]")
+        elif isinstance(value, dict):
+            for key in getattr(value, "repeated", ()):
+                self.problem(
+                    path or "top level", f"{json.dumps(key)} is given twice; a JSON reader keeps only one of them"
+                )
+            for key, item in value.items():
+                self.inspect(key, f"{path}.{key!r}" if path else repr(key))
+                self.inspect(item, f"{path}.{key}" if path else key)
+
     def expand(self, value: Any, path: str) -> Any:
         """${VAR} in every string from the environment, $$ for a dollar; an unset variable is a problem at its path."""
         if isinstance(value, str):
             if FORBIDDEN_TEXT_ENTRY.search(path):
                 return value
-            expanded, unset = self.substitute(value)
+            expanded, unset = self.substitute(value, path)
             for name in unset:
                 self.problem(path or "top level", f"${{{name}}} is not set in the environment")
             return expanded
@@ -124,14 +176,20 @@ class _Checker:
             return {key: self.expand(item, f"{path}.{key}" if path else key) for key, item in value.items()}
         return value
 
-    def substitute(self, text: str) -> tuple[str, list[str]]:
-        """The text with its placeholders expanded, and the variables that are not set (left as written)."""
+    def substitute(self, text: str, path: str) -> tuple[str, list[str]]:
+        """The text with its placeholders expanded, and the variables that are not set (left as written).
+
+        A `${` that is no placeholder is a problem at the path.
+        """
         unset: list[str] = []
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
-            if name is None:
+            if match.group(0) == "$$":
                 return "$"
+            if name is None:
+                self.problem(path, f"{match.group(0)} is neither a placeholder (${{NAME}}) nor a literal ($${{)")
+                return match.group(0)
             if name not in self.environ:
                 unset.append(name)
                 return match.group(0)
@@ -391,7 +449,7 @@ class _Checker:
             if not isinstance(entry, str) or not entry.strip():
                 self.problem(f"{where}[{j}]", f"expected a non-empty string, got {kind(entry)}")
                 continue
-            value, unset = self.substitute(entry)
+            value, unset = self.substitute(entry, f"{where}[{j}]")
             for name in unset:
                 self.skipped.setdefault(name, []).append(task_id)
             if not unset:

@@ -38,6 +38,12 @@ def clip(text: str, limit: int) -> str:
     return line[: limit - 3] + "..."
 
 
+def lone_surrogate(text: str) -> str | None:
+    """`\\ud800`: half a surrogate pair standing alone in the text, which no encoding can write; or None."""
+    lone = next((char for char in text if "\ud800" <= char <= "\udfff"), None)
+    return None if lone is None else f"\\u{ord(lone):04x}"
+
+
 def kind(value: Any) -> str:
     """`the string "abc"`, `a list`, `null`...: what a message says it got."""
     if isinstance(value, str):

@@ -150,6 +150,22 @@ HTTP_ERRORS: list[tuple[str, dict[str, str], str]] = [
     ),
     ("a body that is a list", {"EVAL_AGENT_BODY": "[1]"}, "EVAL_AGENT_BODY: expected a JSON object"),
     (
+        "a body nested past any reader",
+        {"EVAL_AGENT_BODY": '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"},
+        "EVAL_AGENT_BODY: JSON nested too deeply to read",
+    ),
+    ("a body with NaN", {"EVAL_AGENT_BODY": '{"a": NaN}'}, "EVAL_AGENT_BODY: NaN is not JSON"),
+    (
+        "a body with a lone surrogate",
+        {"EVAL_AGENT_BODY": '{"a": "\\ud800"}'},
+        "EVAL_AGENT_BODY: not Unicode text: a lone surrogate (\\ud800)",
+    ),
+    (
+        "headers nested past any reader",
+        {"EVAL_AGENT_HEADERS": "[" * 50_000 + "]" * 50_000},
+        "EVAL_AGENT_HEADERS: expected a JSON object of header names to strings, got invalid JSON",
+    ),
+    (
         "a token that breaks the request line",
         {"EVAL_AGENT_TOKEN": "abc\r\nX-Injected: 1"},
         "EVAL_AGENT_TOKEN: must be one line of printable Latin-1 text",

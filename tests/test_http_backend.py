@@ -483,6 +483,12 @@ class Proxies(HttpTestCase):
         self.assertEqual(set(proxy.request_lines), {f"POST {agent.url('/run?q=1')} HTTP/1.1"})
         self.assertEqual(len(proxy.request_lines), 10)
 
+    def test_a_proxy_variable_that_is_not_a_url_is_exit_2(self) -> None:
+        self.assertEqual(
+            self.run_http("http://127.0.0.1:9/run", HTTP_PROXY="::::"),
+            ("", "eval_agent: error: HTTP_PROXY: not a valid proxy URL: '::::'\n", 2),
+        )
+
     def test_no_proxy_bypasses_the_proxy(self) -> None:
         agent, proxy = self.serve(canned), self.proxy()
         _, _, code = self.run_http(agent.url(), HTTP_PROXY=proxy.url, NO_PROXY="127.0.0.1")

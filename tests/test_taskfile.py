@@ -6,10 +6,11 @@ import glob
 import hashlib
 import os
 import unittest
+from typing import Any
 
 from harness.records import ConfigError, ExpectRefusal, ExpectTool, ForbiddenText
 from harness.taskfile import load_task_file
-from tests.support import DATA
+from tests.support import CANONICAL_TASKS, DATA, TempDirTestCase
 
 INVALID = sorted(glob.glob(os.path.join(DATA, "tasks", "invalid", "*.json")))
 VALID = sorted(glob.glob(os.path.join(DATA, "tasks", "valid", "*.json")))
@@ -101,3 +102,50 @@ class ForbiddenTextPlaceholders(unittest.TestCase):
     def test_the_hash_is_of_the_definition_not_of_the_secret_it_expands_to(self) -> None:
         one = load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-1"}).tasks[1].sha256
         self.assertEqual(load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-2"}).tasks[1].sha256, one)
+
+
+class HostileTaskFiles(TempDirTestCase):
+    """Task files made to break a reader: each is one line naming the file and what is wrong, never a traceback."""
+
+    def write_text(self, name: str, text: str) -> str:
+        path = os.path.join(self.tmp, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    def canonical_with(self, old: str, new: str) -> str:
+        with open(CANONICAL_TASKS, encoding="utf-8") as f:
+            text = f.read()
+        self.assertTrue(old in text, old)
+        return self.write_text("tasks.json", text.replace(old, new, 1))
+
+    def assert_config_error(self, path: str, message: str, **options: Any) -> None:
+        with self.assertRaises(ConfigError) as caught:
+            load_task_file(path, {}, **options)
+        self.assertEqual(str(caught.exception), f"{path}: {message}")
+
+    def test_json_nested_past_any_reader(self) -> None:
+        self.assert_config_error(
+            self.write_text("deep.json", "[" * 100_000 + "]" * 100_000), "JSON nested too deeply to read"
+        )
+
+    def test_a_lone_surrogate_in_a_string(self) -> None:
+        path = self.canonical_with('"Pull up everything', '"Pull up \\ud800 everything')
+        self.assert_config_error(path, "tasks[0].prompt: not Unicode text: a lone surrogate (\\ud800)")
+
+    def test_a_key_given_twice(self) -> None:
+        path = self.canonical_with('"id": "asset-search-by-tag",', '"id": "asset-search-by-tag", "id": "other",')
+        self.assert_config_error(path, 'tasks[0]: "id" is given twice; a JSON reader keeps only one of them')
+
+    def test_a_dollar_brace_that_is_no_placeholder(self) -> None:
+        for broken, shown in [("${ABC ", "${ABC"), ("${}", "${}"), ("${9X}", "${9X}")]:
+            with self.subTest(broken):
+                path = self.canonical_with('"Pull up everything', f'"Pull up {broken} everything')
+                self.assert_config_error(
+                    path, f"tasks[0].prompt: {shown} is neither a placeholder (${{NAME}}) nor a literal ($${{)"
+                )
+
+    def test_a_file_over_the_size_cap_is_not_read_whole(self) -> None:
+        self.assert_config_error(
+            "/dev/zero", "over the 1000 bytes a task file may have (EVAL_MAX_TASK_FILE_BYTES)", max_bytes=1000
+        )

@@ -9,6 +9,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
+from harness.reporters.console import say
 from harness.results import load_results, partial, render_json, write_atomic
 from harness.settings import Parser, output_path
 from harness.text import percent
@@ -245,7 +246,7 @@ def main(argv: Sequence[str]) -> int:
             return 1
     comparison = compare(baseline, candidate)
     for line in render(comparison, args.baseline, args.candidate):
-        print(line)
+        say(line)
     if args.out:
         document = comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)
         write_atomic(args.out, render_json(document))

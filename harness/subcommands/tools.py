@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.endpoints import header_line, headers, http_url
 from harness.records import ConfigError
+from harness.reporters.console import say
 from harness.settings import Parser, Setting, Sources, number
 from harness.subcommands.mcp_client import HttpSession, StdioSession, fetch_tools
 
@@ -72,5 +73,5 @@ def main(argv: Sequence[str]) -> int:
     session = mcp_session(parser.parse_args(argv))
     if session is None:
         raise ConfigError("give --mcp-command or --mcp-url (see --help)")
-    print(json.dumps(fetch_tools(session()), indent=2, ensure_ascii=False))
+    say(json.dumps(fetch_tools(session()), indent=2, ensure_ascii=False))
     return 0

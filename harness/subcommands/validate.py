@@ -6,8 +6,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.config import TASKS
+from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.records import TaskFile
+from harness.reporters.console import say
 from harness.settings import Parser, Sources
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
@@ -31,19 +32,20 @@ def main(argv: Sequence[str]) -> int:
     add_mcp_flags(parser)
     args = parser.parse_args(argv)
     session = mcp_session(args)
-    path = Sources(args, os.environ).get(TASKS)
-    task_file, problems = read_task_file(path, os.environ)
+    sources = Sources(args, os.environ)
+    path = sources.get(TASKS)
+    task_file, problems = read_task_file(path, os.environ, sources.get(MAX_TASK_FILE_BYTES))
     if task_file is None:
         for problem in problems:
-            print(f"{path}: {problem}")
-        print(f"{count(len(problems), 'problem')}: not a valid task file")
+            say(f"{path}: {problem}")
+        say(f"{count(len(problems), 'problem')}: not a valid task file")
         return 2
-    print(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
+    say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
     for warning in task_file.warnings:
-        print(f"warning: {warning}")
+        say(f"warning: {warning}")
     per_tool, per_category = coverage(task_file)
     for line in coverage_table(per_tool, per_category):
-        print(line)
+        say(line)
     gaps = [
         f"{name} has no {kind} task"
         for name, (happy, negative) in per_tool.items()
@@ -51,13 +53,13 @@ def main(argv: Sequence[str]) -> int:
         if not ids
     ]
     for gap in gaps:
-        print(f"{'error' if args.strict else 'warning'}: {gap}")
+        say(f"{'error' if args.strict else 'warning'}: {gap}")
     code = 1 if gaps and args.strict else 0
     if session is not None:
         differences = drift(task_file, fetch_tools(session()))
-        print(f"live surface: {count(len(differences), 'difference')} from the task file")
+        say(f"live surface: {count(len(differences), 'difference')} from the task file")
         for difference in differences:
-            print(f"  {difference}")
+            say(f"  {difference}")
         code = 1 if differences else code
     return code
 
