@@ -27,7 +27,7 @@ from harness.results import load_results, partial, results_document, task_entry
 from harness.running import InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.taskfile import load_task_file
-from harness.text import clip
+from harness.text import clip, printable
 from harness.verdict import EXIT_CONFIG, EXIT_GATE_MET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREACHABLE, decide, tally
 
 # Ctrl-C is SIGINT; these end a run the same way: a CI job cancelled (SIGTERM), a terminal closed (SIGHUP).
@@ -188,7 +188,7 @@ def internal_error(exc: BaseException) -> str:
 
 
 def _complain(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(printable(line), file=sys.stderr)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

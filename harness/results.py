@@ -288,7 +288,8 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # A lone surrogate from an agent becomes \\udXXX: inside a JSON string, the escape that reads back as it.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.writelines(chunks)
             f.flush()
             os.fsync(f.fileno())

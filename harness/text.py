@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
@@ -10,6 +11,10 @@ from typing import Any
 
 from harness.records import Summary
 
+# What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
+# bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 # Why the gate failed, as the headline says it; the results file keeps the codes.
 REASONS = {
@@ -36,6 +41,16 @@ def clip(text: str, limit: int) -> str:
     if len(line) <= limit and len(head) == len(text):
         return line
     return line[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """The text with everything that could act instead of show escaped: `\\x1b[31m`, `\\n`, `\\u202e`."""
+    return UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    return ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
 
 
 def lone_surrogate(text: str) -> str | None:

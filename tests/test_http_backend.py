@@ -13,6 +13,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import junitparser
 import trustme
 
 from backends.contract import BLANK
@@ -652,3 +653,40 @@ class RetryAfter(unittest.TestCase):
         for value in (None, "", "soon", "-1", "1.5"):
             with self.subTest(value):
                 self.assertIsNone(retry_after_seconds(value, 0.0))
+
+
+class HostileReplies(HttpTestCase):
+    """What an agent says reaches a terminal, a CI log, an XML and a Markdown page as text, never as control."""
+
+    def test_control_characters_and_lone_surrogates_from_an_agent_are_shown_escaped(self) -> None:
+        forged = "\x1b[31mred\x1b[0m\nPASS  forged-task            (refused)  0.1ms\r\u202eevil\u2028"
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["taskId"] == "asset-get-details":
+                send(handler, 500, forged.encode())
+            elif received.json["taskId"] == "asset-search-semantic":
+                send(handler, 200, b'{"text": "half a pair: \\ud800", "toolCall": {"name": "x\\udfff", "args": {}}}')
+            else:
+                send_json(handler, {"toolCall": {"name": forged, "args": {forged: forged}}})
+
+        agent = self.serve(respond)
+        stdout, stderr, code = self.run_http(
+            agent.url(), "--junit", "junit.xml", "--summary-md", "summary.md", EVAL_RETRIES="0"
+        )
+        self.assertEqual((stderr, code), ("", 1))
+        lines = stdout.splitlines()
+        self.assertEqual(len(lines), 12, "a line a task, the plan and the headline: none forged")
+        self.assertFalse([line for line in lines if line.startswith("PASS  forged-task")])
+        for control in ("\x1b", "\r", "\u202e", "\u2028", "\ud800"):
+            self.assertNotIn(control, stdout)
+        self.assertIn("\\x1b[31mred\\x1b[0m\\nPASS  forged-task", stdout)
+        self.assertIn("x\\udfff()", stdout)
+        doc = self.results()
+        self.assertEqual(doc["results"][1]["trialResults"][0]["text"], "half a pair: \ud800", "kept as it came")
+        self.assertEqual(doc["results"][0]["trialResults"][0]["toolCalls"][0]["name"], forged)
+        suite = next(iter(junitparser.JUnitXml.fromfile(os.path.join(self.tmp, "junit.xml"))))
+        self.assertEqual(suite.tests, 10)
+        with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
+            markdown = f.read()
+        self.assertNotIn("\x1b", markdown)
+        self.assertFalse([line for line in markdown.splitlines() if line.startswith("PASS")])

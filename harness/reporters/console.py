@@ -11,15 +11,18 @@ from typing import Any, TextIO
 from harness.config import Config
 from harness.records import Task
 from harness.results import explaining_trial
-from harness.text import calls_text, millis
+from harness.text import calls_text, millis, printable
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
 
 
 def say(line: str) -> None:
-    """Print a console line; when the reader has gone (`| head`), carry on quietly: the results file gets everything."""
+    """Print a console line, what could act on a terminal escaped.
+
+    When the reader has gone (`| head`), carry on quietly: the results file gets everything.
+    """
     try:
-        sys.stdout.write(line + "\n")  # one write: print() makes two where stdout is unbuffered
+        sys.stdout.write(printable(line) + "\n")  # one write: print() makes two where stdout is unbuffered
         sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

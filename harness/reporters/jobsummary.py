@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.records import Summary
 from harness.results import explaining_trial
-from harness.text import calls_text, headline, percent
+from harness.text import calls_text, headline, percent, printable
 
 
 def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
@@ -71,8 +71,8 @@ def _ids(task_ids: tuple[str, ...]) -> str:
 
 
 def _text(value: str) -> str:
-    # Reasons can quote the agent: keep its text from becoming markup in the summary page.
-    return html.escape(value, quote=False).replace("`", "'").replace("*", "\\*").replace("_", "\\_")
+    # Reasons can quote the agent: keep its text from becoming markup, or new lines, in the summary page.
+    return html.escape(printable(value), quote=False).replace("`", "'").replace("*", "\\*").replace("_", "\\_")
 
 
 def _cell(value: str) -> str:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.text import calls_text
+from harness.text import calls_text, printable
 
 
 def junit_xml(document: Mapping[str, Any]) -> str:
@@ -45,16 +45,16 @@ def junit_xml(document: Mapping[str, Any]) -> str:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=entry["category"],
+            classname=printable(entry["category"]),
             name=entry["id"],
             time=f"{sum(trial['durationMs'] for trial in trials) / 1000:.3f}",
         )
         if entry["status"] != "pass":
             tally = f" (passed {entry['passes']} of {entry['trials']} trials)" if entry["trials"] > 1 else ""
             verdict = ET.SubElement(case, "failure" if entry["status"] == "fail" else "error", type=entry["code"] or "")
-            verdict.set("message", f"{entry['code']}: {entry['reason']}{tally}")
+            verdict.set("message", printable(f"{entry['code']}: {entry['reason']}{tally}"))
             expected = (
-                [f"expected: {entry['expected']}"] if "expected" in entry else []
+                [f"expected: {printable(entry['expected'])}"] if "expected" in entry else []
             )  # results from before 0.3 lack it
             verdict.text = "\n".join(
                 [*expected, *(_trial_text(number, trial) for number, trial in enumerate(trials, 1))]
@@ -64,5 +64,6 @@ def junit_xml(document: Mapping[str, Any]) -> str:
 
 
 def _trial_text(number: int, trial: Mapping[str, Any]) -> str:
+    # XML has no way to write most control characters: every agent-controlled string is escaped.
     verdict = trial["status"] if trial["status"] == "pass" else f"{trial['status']} {trial['code']}: {trial['reason']}"
-    return f"trial {number}: {verdict}\n  called: {calls_text(trial, values=True)}"
+    return f"trial {number}: {printable(verdict)}\n  called: {printable(calls_text(trial, values=True))}"

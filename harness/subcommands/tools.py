@@ -73,5 +73,6 @@ def main(argv: Sequence[str]) -> int:
     session = mcp_session(parser.parse_args(argv))
     if session is None:
         raise ConfigError("give --mcp-command or --mcp-url (see --help)")
-    say(json.dumps(fetch_tools(session()), indent=2, ensure_ascii=False))
+    for line in json.dumps(fetch_tools(session()), indent=2, ensure_ascii=False).splitlines():
+        say(line)
     return 0
