@@ -6,10 +6,16 @@ the pipeline in reading order.
 
 from __future__ import annotations
 
-import importlib
-import os
 import signal
 import sys
+
+if __name__ == "__main__":
+    # Ctrl-C or a signal while the harness is still starting: exit as an interrupted run does, without a traceback.
+    for _signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM)):
+        signal.signal(_signum, lambda signum, frame: sys.exit(130))
+
+import importlib
+import os
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -52,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     prog = f"eval_agent {name}" if name else "eval_agent"
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     try:

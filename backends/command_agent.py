@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backends.contract import parse_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
+from harness.endpoints import shown_args, shown_fields
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
 from harness.settings import Setting, Sources
 from harness.text import clip
@@ -86,7 +87,13 @@ class CommandAgentBackend:
         return {}
 
     def describe(self) -> dict[str, Any]:
-        return {"command": self.argv[0], "timeout": self.timeout, "maxResponseBytes": self.max_output_bytes}
+        return {
+            "command": self.argv[0],
+            "args": shown_args(self.argv[1:]),
+            **({"body": shown_fields(self.fields)} if self.fields else {}),
+            "timeout": self.timeout,
+            "maxResponseBytes": self.max_output_bytes,
+        }
 
     def run(self, request: AgentRequest) -> Reply:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""

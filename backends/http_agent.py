@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from backends.contract import parse_reply
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
-from harness.endpoints import credential, header_secrets, http_url, url_secrets
+from harness.endpoints import credential, header_secrets, http_url, shown_fields, url_secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
 from harness.settings import Setting, Sources
 
@@ -94,6 +94,7 @@ class HttpAgentBackend:
             "timeout": transport.timeout,
             "retries": transport.retries,
             "maxResponseBytes": transport.max_response_bytes,
+            **({"body": shown_fields(self.fields)} if self.fields else {}),
         }
 
     def run(self, request: AgentRequest) -> Reply:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from harness.records import ConfigError
@@ -55,6 +56,36 @@ def url_secrets(url: str, where: str) -> dict[str, str]:
 def header_secrets(fields: Mapping[str, str], where: str) -> dict[str, str]:
     """The values of credential-like headers (Authorization, X-Api-Key, Cookie...), each with its name."""
     return {value: f"the {name} header of {where}" for name, value in fields.items() if SECRET_NAME.search(name)}
+
+
+def shown_fields(value: Any) -> Any:
+    """A JSON value fit to print and record: the values of credential-like keys (`apiKey`, `token`) masked."""
+    if isinstance(value, dict):
+        return {key: "***" if SECRET_NAME.search(key) else shown_fields(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shown_fields(item) for item in value]
+    return value
+
+
+def shown_args(argv: Sequence[str]) -> list[str]:
+    """Command-line arguments fit to print and record: the value of a credential-like option masked, as
+    `--token ***` or `--api-key=***`."""
+    shown: list[str] = []
+    for arg in argv:
+        name, equals, _ = arg.partition("=")
+        if arg.startswith("-") and equals and SECRET_NAME.search(name):
+            shown.append(f"{name}=***")
+        elif (
+            not arg.startswith("-")
+            and shown
+            and shown[-1].startswith("-")
+            and "=" not in shown[-1]
+            and SECRET_NAME.search(shown[-1])
+        ):
+            shown.append("***")
+        else:
+            shown.append(arg)
+    return shown
 
 
 def http_url(url: str, where: str) -> str:

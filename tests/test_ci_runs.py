@@ -388,3 +388,24 @@ class Shards(CiTestCase):
                 with self.assertRaises(ConfigError) as caught:
                     merge.main([*files, "--out", "m.json"])
                 self.assertEqual(str(caught.exception), message)
+
+
+class Fingerprints(CiTestCase):
+    def test_what_the_agent_receives_and_how_the_command_runs_enter_the_fingerprint_secrets_masked(self) -> None:
+        agent = self.serve(canned)
+
+        def settings(body: str) -> tuple[dict[str, Any], str]:
+            run_cli(
+                "--category", "safety", env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_AGENT_BODY=body), cwd=self.tmp
+            )
+            doc = self.results()
+            return doc["manifest"]["backendSettings"], doc["fingerprint"]
+
+        one, first = settings('{"model": "a", "apiKey": "k-7781"}')
+        two, second = settings('{"model": "b", "apiKey": "k-7781"}')
+        self.assertNotEqual(first, second)
+        self.assertEqual((one["body"], two["body"]), ({"model": "a", "apiKey": "***"}, {"model": "b", "apiKey": "***"}))
+        command = f"{sys.executable} -c pass --token t-5521 --mode=fast --api-key=k-33"
+        run_cli("--category", "safety", env=clean_env(EVAL_AGENT_CMD=command), cwd=self.tmp)
+        args = self.results()["manifest"]["backendSettings"]["args"]
+        self.assertEqual(args, ["-c", "pass", "--token", "***", "--mode=fast", "--api-key=***"])

@@ -690,3 +690,32 @@ class HostileReplies(HttpTestCase):
             markdown = f.read()
         self.assertNotIn("\x1b", markdown)
         self.assertFalse([line for line in markdown.splitlines() if line.startswith("PASS")])
+
+
+class EarlySignals(TempDirTestCase):
+    def test_a_ctrl_c_while_the_harness_is_still_importing_exits_130_without_a_traceback(self) -> None:
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--dry-run"],
+            cwd=self.tmp,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.addCleanup(proc.kill)
+        # The harness is importing its modules once the interpreter has loaded _decimal, which harness.records needs.
+        deadline = time.monotonic() + CLI_TIMEOUT
+        while "_decimal" not in _maps(proc.pid):
+            self.assertLess(time.monotonic(), deadline, "the harness never started importing")
+            self.assertIsNone(proc.poll(), "the harness exited before it imported anything")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual((proc.returncode, stderr), (130, ""))
+
+
+def _maps(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
