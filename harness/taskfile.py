@@ -67,6 +67,11 @@ def read_task_file(
         raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
         raise ConfigError(f"{path}: over the {max_bytes} bytes a task file may have ({MAX_BYTES_VAR})")
+    return parse_task_file(raw, path, environ)
+
+
+def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[TaskFile | None, list[str]]:
+    """A task file's bytes as a TaskFile and no problems, or None and every problem found, each with its JSON path."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
