@@ -7,6 +7,7 @@ send and receive, so a reply that drips in cannot outlast it.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ MAX_LINE = 65536
 MAX_HEAD = 256 * 1024
 MAX_HEADERS = 100
 RECV_SIZE = 65536
+# RFC 9112: a status line, a field line (token, colon, value without CTLs but HTAB), a chunk size line.
+# A single LF ends a line as well as CRLF (RFC 9112 section 2.2 lets a recipient accept it).
+STATUS_LINE = re.compile(rb"(HTTP/1\.[0-9]) ([0-9]{3})(?: ([^\x00\r\n\x0b\x0c]*))?")
+FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
+CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r?\n")
 
 
 class ProtocolError(Exception):
@@ -120,15 +126,15 @@ class Connection:
             head = self._read_head(deadline)
         headers = head.headers
         keep_alive = _keeps_alive(head)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if head.status in (204, 304):  # never a body, whatever the framing headers say (RFC 9112 section 6.3)
+            body = b""
+        elif "transfer-encoding" in headers:  # beats Content-Length, which a proxy may have left behind
             body = self._read_chunked(head.status, deadline, limit)
         elif "content-length" in headers:
             length = _content_length(headers["content-length"])
             if length > limit:
                 raise TooLarge(head.status, length)
             body = self._read_exact(length, deadline)
-        elif head.status in (204, 304):
-            body = b""
         else:
             body = self._read_to_close(head.status, deadline, limit)
             keep_alive = False
@@ -180,43 +186,34 @@ class Connection:
             if len(self._buffer) > MAX_HEAD:
                 raise ProtocolError("a response head over 256 KiB")
             self._fill(deadline)
-        lines = bytes(self._buffer[:end]).split(b"\n")
+        lines = [line[:-1] if line.endswith(b"\r") else line for line in bytes(self._buffer[:end]).split(b"\n")]
         del self._buffer[:end]
-        version, _, rest = lines[0].rstrip(b"\r").partition(b" ")
-        code, _, reason = rest.partition(b" ")
-        if len(code) != 3 or not code.isdigit():
+        status = STATUS_LINE.fullmatch(lines[0])
+        if status is None:
             raise ProtocolError("not an HTTP/1.x status line")
-        fields = [line.rstrip(b"\r") for line in lines[1:]]
-        fields = [line for line in fields if line]
-        if len(fields) > MAX_HEADERS:
-            raise ProtocolError(f"more than {MAX_HEADERS} headers")
-        headers: dict[str, str] = {}
-        for line in fields:
-            name, colon, value = line.partition(b":")
-            if not colon or not name.strip():
-                raise ProtocolError("a malformed header line")
-            key = name.strip().decode("latin-1").lower()
-            text = value.strip().decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        return Response(int(code), reason.decode("latin-1").strip(), version.decode("ascii", "replace"), headers, b"")
+        version, code, reason = status.groups()
+        headers = _fields([line for line in lines[1:] if line])
+        _check_framing(headers)
+        return Response(int(code), (reason or b"").decode("latin-1").strip(), version.decode(), headers, b"")
 
     def _read_chunked(self, status: int, deadline: float, limit: int) -> bytes:
         chunks, total = [], 0
         while True:
-            size_text = self._read_line(deadline).split(b";")[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError("a malformed chunk size") from None
+            header = CHUNK_HEADER.fullmatch(self._read_line(deadline))
+            if header is None:
+                raise ProtocolError("a malformed chunk size")
+            size = int(header.group(1), 16)
             if size == 0:
-                while self._read_line(deadline).strip():  # trailers
-                    pass
+                trailers = []
+                while line := self._read_line(deadline).rstrip(b"\n").removesuffix(b"\r"):
+                    trailers.append(line)
+                _fields(trailers)  # read and checked like headers, then dropped
                 return b"".join(chunks)
             total += size
             if total > limit:
                 raise TooLarge(status, None)
             chunks.append(self._read_exact(size, deadline))
-            if self._read_line(deadline).strip():
+            if self._read_line(deadline) not in (b"\r\n", b"\n"):
                 raise ProtocolError("a chunk longer than its size")
 
     def _read_to_close(self, status: int, deadline: float, limit: int) -> bytes:
@@ -257,9 +254,40 @@ def _keeps_alive(head: Response) -> bool:
     return "close" not in tokens
 
 
+def _fields(lines: list[bytes]) -> dict[str, str]:
+    """Header lines as lower-case names to values; a line folded onto the next (obs-fold) joins it with a space."""
+    unfolded: list[bytes] = []
+    for line in lines:
+        if line[:1] in (b" ", b"\t"):
+            if not unfolded:
+                raise ProtocolError("a folded header line with no header before it")
+            unfolded[-1] += b" " + line.lstrip(b" \t")
+        else:
+            unfolded.append(line)
+    if len(unfolded) > MAX_HEADERS:
+        raise ProtocolError(f"more than {MAX_HEADERS} headers")
+    headers: dict[str, str] = {}
+    for line in unfolded:
+        field = FIELD_LINE.fullmatch(line)
+        if field is None:
+            raise ProtocolError("a malformed header line")
+        key, text = field.group(1).decode().lower(), field.group(2).decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
+def _check_framing(headers: dict[str, str]) -> None:
+    """Refuse framing headers that two readers could take two ways: the body's end must be beyond doubt."""
+    if "content-length" in headers:
+        _content_length(headers["content-length"])
+    if headers.get("transfer-encoding", "chunked").lower() != "chunked":  # also a repeated one, joined by commas
+        raise ProtocolError(f"a Transfer-Encoding other than chunked: {headers['transfer-encoding']}")
+
+
 def _content_length(value: str) -> int:
     # A repeated header arrives joined ("10, 10"); repeats must agree.
     values = {part.strip() for part in value.split(",")}
-    if len(values) != 1 or not next(iter(values)).isdigit():
+    text = values.pop()
+    if values or not re.fullmatch(r"[0-9]{1,20}", text):
         raise ProtocolError("an invalid Content-Length")
-    return int(values.pop())
+    return int(text)
