@@ -195,34 +195,26 @@ class MakeEval(TempDirTestCase):
 
 
 class Console(TempDirTestCase):
-    def test_a_reader_that_goes_away_stops_nothing(self) -> None:
+    def read_one_line_and_go(self, *args: str) -> tuple[int, bytes]:
+        """Run the CLI, read its first line and close the pipe, as `| head -1` does: its exit code and stderr."""
         proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT],
+            [sys.executable, "-S", SCRIPT, *args],
             cwd=self.tmp,
             env=clean_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         proc.stdout.readline()
-        proc.stdout.close()  # as `| head -1` does
+        proc.stdout.close()
         _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
-        self.assertEqual((proc.returncode, stderr), (0, b""))
+        return proc.returncode, stderr
+
+    def test_a_reader_that_goes_away_stops_nothing(self) -> None:
+        self.assertEqual(self.read_one_line_and_go(), (0, b""))
         self.assertEqual(self.read_json("eval-results.json")["passed"], 10)
 
-
-class StdoutGone(TempDirTestCase):
     def test_every_subcommand_carries_on_quietly_when_its_reader_goes_away(self) -> None:
         run_cli("--out", "a.json", cwd=self.tmp)
         for args, code in [(["validate"], 0), (["compare", "a.json", "a.json"], 0)]:
             with self.subTest(args[0]):
-                proc = subprocess.Popen(
-                    [sys.executable, "-S", SCRIPT, *args],
-                    cwd=self.tmp,
-                    env=clean_env(),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
-                proc.stdout.readline()
-                proc.stdout.close()  # as `| head -1` does
-                _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
-                self.assertEqual((proc.returncode, stderr), (code, b""))
+                self.assertEqual(self.read_one_line_and_go(*args), (code, b""))
