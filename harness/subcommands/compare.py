@@ -215,8 +215,8 @@ def main(argv: Sequence[str]) -> int:
         prog="eval_agent.py compare",
         description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed "
         "tasks, and pass-rates.",
-        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed), "
-        "2 a file is unreadable or not a results file.",
+        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed) or a file is a "
+        "partial run (without --allow-partial), 2 a file is unreadable or not a results file.",
     )
     parser.add_argument("baseline", metavar="BASELINE")
     parser.add_argument("candidate", metavar="CANDIDATE")

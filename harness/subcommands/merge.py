@@ -20,8 +20,8 @@ def main(argv: Sequence[str]) -> int:
     parser = Parser(
         prog="eval_agent.py merge",
         description="Join the results files of the shards of one run (--shard K/N) into one, and apply the gate.",
-        epilog="Exit codes: 0 gate met, 1 gate not met, 2 unreadable or mismatched shards, 3 agent unreachable, "
-        "4 a shard recorded an internal error.",
+        epilog="Exit codes: 0 gate met, 1 gate not met, 2 unreadable, mismatched or partial shards (without "
+        "--allow-partial), 3 agent unreachable, 4 a shard recorded an internal error.",
     )
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="the shards' results files")
     parser.add_argument("--out", metavar="FILE", required=True, help="the merged results file")
