@@ -66,6 +66,12 @@ DIFFER_ON_PURPOSE: list[tuple[str, bytes, str]] = [
         "h11 reads any d.d version; a peer that answers an HTTP/1.1 request in HTTP/1 framing while naming major "
         "version 2 is not speaking HTTP/1.x (RFC 9112 section 2.3), so ours refuses it",
     ),
+    (
+        "chunk lines ended by a bare LF",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\n{}\n0\n\n",
+        "h11 takes a bare LF as a line end in the head but not in a chunked body; RFC 9112 section 2.2 lets a "
+        "recipient take it anywhere, and ours does, in the body as in the head (the framing stays unambiguous)",
+    ),
 ]
 
 # Responses that once tripped one reader or the other; the generated ones below explore around them.
