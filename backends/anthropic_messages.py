@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
@@ -13,9 +14,10 @@ from backends.provider import (
     ProviderSettings,
     api_key,
     base_url,
+    result_text,
     tokens,
 )
-from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool, ToolResult, Turn
 
 API_VERSION = "2023-06-01"
 OVERLOADED = 529
@@ -49,19 +51,29 @@ class AnthropicMessagesBackend(ProviderBackend):
         }
 
     def run(self, request: AgentRequest) -> Reply:
-        """One message; its tool_use blocks mapped back to the task file's names, its text blocks kept."""
-        return self.reply(*self.post({**self.request_base, "messages": [{"role": "user", "content": request.prompt}]}))
+        """One message for the conversation so far; its tool_use blocks mapped back to the task file's names."""
+        messages: list[dict[str, Any]] = []
+        for turn in (*request.history, Turn(request.prompt, request.steps)):
+            messages.append({"role": "user", "content": turn.user})
+            for step in turn.steps:
+                messages.append({"role": "assistant", "content": step.reply.native})
+                if step.results:  # one user message answers every tool_use of the one before, results first
+                    messages.append({"role": "user", "content": [_tool_result(result) for result in step.results]})
+        return self.reply(*self.post({**self.request_base, "messages": messages}))
 
     def reply(self, body: Any, attempts: int) -> Reply:
         """A message as a Reply: its tool uses, else its text or stated refusal; cut short or blank, an error."""
         try:
             blocks = body["content"]
-            calls = [
-                self.tool_call(block["name"], block.get("input")) for block in blocks if block["type"] == "tool_use"
+            uses = [
+                (block["name"], block.get("input"), self.call_id(block.get("id"), "toolu_h"))
+                for block in blocks
+                if block["type"] == "tool_use"
             ]
             texts = [block["text"] for block in blocks if block["type"] == "text"]
         except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a message: no {exc}", attempts) from None
+        calls = [self.tool_call(name, args, call_id) for name, args, call_id in uses]
         text = "\n".join(t for t in texts if isinstance(t, str)) or None
         stop_reason = body.get("stop_reason")
         if not calls and stop_reason == "max_tokens":
@@ -77,4 +89,40 @@ class AnthropicMessagesBackend(ProviderBackend):
             text=text,
             attempts=attempts,
             usage=tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+            native=_assistant_content(blocks, iter(call_id for _, _, call_id in uses)),
         )
+
+
+def _assistant_content(blocks: list[Any], call_ids: Iterator[str]) -> list[dict[str, Any]]:
+    """The message's blocks as the next request must send them back: text, thinking and tool_use, each as it came.
+
+    Thinking blocks go back unchanged (the API checks their signatures); empty text blocks, which it refuses, do not.
+    """
+    content: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
+            content.append({"type": "text", "text": block["text"]})
+        elif kind == "tool_use":
+            given = block.get("input")
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": next(call_ids),
+                    "name": block["name"],
+                    "input": given if isinstance(given, dict) else {},
+                }
+            )
+        elif kind == "thinking":
+            content.append({"type": "thinking", "thinking": block.get("thinking"), "signature": block.get("signature")})
+        elif kind == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": block.get("data")})
+    return content
+
+
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    """A tool_result block answering its tool_use; a tool with no scripted result answers as an error."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call.call_id, "content": result_text(result)}
+    if not result.scripted:
+        block["is_error"] = True
+    return block

@@ -63,6 +63,7 @@ class CommandAgentBackend:
     """Each task: a fresh process in a fresh temporary folder, the http body on stdin, the reply contract on stdout."""
 
     NAME = "command"
+    PLAYS_TOOLS = False
     SETTINGS = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES)
 
     @classmethod

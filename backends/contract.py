@@ -1,15 +1,29 @@
-"""The agent reply contract: a JSON object with toolCall/toolCalls, refused and text."""
+"""The agent contract: the conversation as a request carries it, and the reply, a JSON object with toolCall/toolCalls,
+refused and text."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from harness.records import BackendError, Reply, ToolCall
+from harness.records import AgentRequest, BackendError, Reply, ToolCall
 from harness.text import clip, kind
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 BLANK = "a blank reply: no tool call, no refusal, no text"
+
+
+def conversation_messages(request: AgentRequest) -> list[dict[str, Any]]:
+    """The conversation so far as `messages`: each user message, then each of the agent's replies to it (its text and
+    its calls), ending with the newest user message."""
+    messages: list[dict[str, Any]] = []
+    for turn in request.history:
+        messages.append({"role": "user", "content": turn.user})
+        for step in turn.steps:
+            calls = [{"name": call.name, "args": dict(call.args)} for call in step.reply.tool_calls]
+            messages.append({"role": "assistant", "content": step.reply.text, "toolCalls": calls})
+    messages.append({"role": "user", "content": request.prompt})
+    return messages
 
 
 def parse_reply(body: Any, attempts: int = 1) -> Reply:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from backends.contract import parse_reply
+from backends.contract import conversation_messages, parse_reply
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
 from harness.endpoints import credential, header_secrets, http_url, shown_fields, url_secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
@@ -33,14 +33,19 @@ class HttpSettings:
 
 
 def request_body(request: AgentRequest, run_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id and run id."""
-    return {**fields, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
+    """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id and run id; for a task with
+    follow-up turns, also the conversation's id, the turn, and the messages so far (the newest user message last)."""
+    body = {**fields, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
+    if request.conversation_id:
+        body.update(conversationId=request.conversation_id, turn=request.turn, messages=conversation_messages(request))
+    return body
 
 
 class HttpAgentBackend:
-    """A real agent behind POST EVAL_AGENT_URL."""
+    """A real agent behind POST EVAL_AGENT_URL, which runs its own tools: one request per user turn."""
 
     NAME = "http"
+    PLAYS_TOOLS = False
     SETTINGS = (AGENT_URL, REQUEST_FIELDS, TOKEN, HEADERS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -14,9 +15,10 @@ from backends.provider import (
     ProviderSettings,
     api_key,
     base_url,
+    result_text,
     tokens,
 )
-from harness.records import AgentRequest, AgentSurface, BackendError, Reply
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn
 from harness.settings import Setting, Sources, choice
 
 # A completion that stopped for these before any tool call was cut short: no answer, not a refusal.
@@ -77,9 +79,17 @@ class OpenAIChatBackend(ProviderBackend):
         }
 
     def run(self, request: AgentRequest) -> Reply:
-        """One completion; its tool calls mapped back to the task file's names."""
-        system = [{"role": "system", "content": self.surface.system}] if self.surface.system else []
-        payload = {**self.request_base, "messages": [*system, {"role": "user", "content": request.prompt}]}
+        """One completion for the conversation so far; its tool calls mapped back to the task file's names."""
+        messages = [{"role": "system", "content": self.surface.system}] if self.surface.system else []
+        for turn in (*request.history, Turn(request.prompt, request.steps)):
+            messages.append({"role": "user", "content": turn.user})
+            for step in turn.steps:
+                messages.append(step.reply.native)
+                messages += [
+                    {"role": "tool", "tool_call_id": result.call.call_id, "content": result_text(result)}
+                    for result in step.results
+                ]
+        payload = {**self.request_base, "messages": messages}
         if not self.surface.tools:
             del payload["tools"], payload["tool_choice"]  # the API rejects tool_choice without tools
         return self.reply(*self.post(payload))
@@ -89,13 +99,15 @@ class OpenAIChatBackend(ProviderBackend):
         try:
             choice = body["choices"][0]
             message = choice["message"]
-            calls = [
-                self.tool_call(call["function"]["name"], call["function"].get("arguments"))
+            raw_calls = [
+                (call["function"]["name"], call["function"].get("arguments"), self.call_id(call.get("id"), "call_h"))
                 for call in message.get("tool_calls") or []
             ]
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a chat completion: no {exc}", attempts) from None
-        text = message.get("content") or message.get("refusal")
+        calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
+        content, refusal = message.get("content"), message.get("refusal")
+        text = content or refusal
         text = text if isinstance(text, str) else None
         if not calls and choice.get("finish_reason") in CUT_SHORT:
             reason = f"the completion was cut short (finish_reason {choice['finish_reason']}) before any tool call"
@@ -103,10 +115,24 @@ class OpenAIChatBackend(ProviderBackend):
         if not calls and not (text or "").strip():
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        # The assistant message as the next request must carry it: its text, and each call under the id it came with.
+        native: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
+        if isinstance(refusal, str) and refusal:
+            native["refusal"] = refusal
+        if raw_calls:
+            native["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args or {})},
+                }
+                for name, args, call_id in raw_calls
+            ]
         return Reply(
             tool_calls=tuple(calls),
             refused=not calls,
             text=text,
             attempts=attempts,
             usage=tokens(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            native=native,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Mapping
@@ -11,7 +12,7 @@ from typing import Any
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, url_secrets
-from harness.records import AgentSurface, BackendError, ToolCall
+from harness.records import AgentSurface, BackendError, ToolCall, ToolResult
 from harness.settings import Setting, Sources, number
 from harness.text import clip
 
@@ -61,9 +62,10 @@ class ProviderSettings:
 
 
 class ProviderBackend:
-    """A model behind a provider's API, given the agent's tools and system prompt."""
+    """A model behind a provider's API, given the agent's tools and system prompt; the harness plays its tools."""
 
     NAME = ""
+    PLAYS_TOOLS = True
     BASE_URL: Setting
     API_KEY: Setting
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
@@ -89,6 +91,7 @@ class ProviderBackend:
         from backends.transport import RETRY_STATUSES, Transport  # only a run that sends anything pays for sockets
 
         self.names = ToolNames(tool.name for tool in surface.tools)
+        self._ids = itertools.count(1)
         self._first_lock = threading.Lock()
         self._first_done = False
         self._rejected: str | None = None
@@ -158,7 +161,7 @@ class ProviderBackend:
             )
         return body, attempts
 
-    def tool_call(self, name: Any, args: Any) -> ToolCall:
+    def tool_call(self, name: Any, args: Any, call_id: str) -> ToolCall:
         """A call in the task file's names; arguments that are not an object make a call that fails, not a crash."""
         if not isinstance(name, str) or not name:
             raise BackendError("reply:bad-provider-reply", f"a tool call without a name: {json.dumps(name)}")
@@ -167,10 +170,19 @@ class ProviderBackend:
             try:
                 args = json.loads(args) if args.strip() else {}
             except (ValueError, RecursionError):
-                return ToolCall(name, {}, f"arguments are not JSON: {clip(args, 200)}")
+                return ToolCall(name, {}, f"arguments are not JSON: {clip(args, 200)}", call_id)
         if not isinstance(args, dict):
-            return ToolCall(name, {}, f"arguments are not a JSON object: {clip(json.dumps(args), 200)}")
-        return ToolCall(name, args)
+            return ToolCall(name, {}, f"arguments are not a JSON object: {clip(json.dumps(args), 200)}", call_id)
+        return ToolCall(name, args, call_id=call_id)
+
+    def call_id(self, given: Any, prefix: str) -> str:
+        """The provider's id for a call, or one of ours when it sent none: a result must name the call it answers."""
+        return given if isinstance(given, str) and given else f"{prefix}{next(self._ids)}"
+
+
+def result_text(result: ToolResult) -> str:
+    """A played-back result as the tool message's content: a string as it is, any other JSON value as JSON text."""
+    return result.content if isinstance(result.content, str) else json.dumps(result.content, ensure_ascii=False)
 
 
 def tokens(given: Any, received: Any) -> tuple[int, int] | None:

@@ -14,10 +14,14 @@ REPLIES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub_re
 
 
 class StubBackend:
-    """Answers each known prompt with its canned reply and records every request it received."""
+    """Answers each known user message with its canned reply, or its canned replies step by step; records requests.
+
+    It plays a model: in a conversation task the harness plays its tool results back to it and asks again.
+    """
 
     NAME = "stub"
     SETTINGS = ()
+    PLAYS_TOOLS = True
     CAVEAT = "canned replies: this proves the wiring, not an agent"  # said where the run says what it runs on
 
     @classmethod
@@ -32,7 +36,7 @@ class StubBackend:
         replies_path: str = REPLIES_PATH,
     ) -> None:
         with open(replies_path, encoding="utf-8") as f:
-            self.replies: dict[str, object] = json.load(f)
+            self.replies: dict[str, Any] = json.load(f)
         self.requests: list[AgentRequest] = []
 
     def secrets(self) -> dict[str, str]:
@@ -44,8 +48,17 @@ class StubBackend:
         return {}
 
     def run(self, request: AgentRequest) -> Reply:
-        """Reply as the fixture says; an unknown prompt is an error, so a changed task cannot pass silently."""
+        """Reply as the fixture says, keyed by the newest user message: a reply, or a list of them, one per step.
+
+        An unknown message is an error, so a changed task cannot pass silently; so is a step past the list's end.
+        """
         self.requests.append(request)
         if request.prompt not in self.replies:
             raise BackendError("reply:stub-unknown-prompt", "the stub has no canned reply for this prompt")
-        return parse_reply(self.replies[request.prompt])
+        canned = self.replies[request.prompt]
+        steps = canned if isinstance(canned, list) else [canned]
+        if len(request.steps) >= len(steps):
+            raise BackendError(
+                "reply:stub-unknown-prompt", f"the stub has no canned reply for step {len(request.steps) + 1}"
+            )
+        return parse_reply(steps[len(request.steps)])

@@ -64,6 +64,7 @@ class ExpectTool:
     forbidden_tools: tuple[str, ...] = ()
     arg_values: Mapping[str, ArgMatch] = field(default_factory=dict)
     forbidden_text: tuple[ForbiddenText, ...] = ()
+    turn: int | None = None  # a trajectory step's call must answer this user turn (1 is the prompt)
 
     @property
     def steps(self) -> tuple[ExpectTool, ...]:
@@ -71,8 +72,9 @@ class ExpectTool:
         return (self,)
 
     def describe(self) -> str:
-        """`imageman.asset.get(assetId)`: the tool and the argument keys it must get."""
-        return f"{self.tool}({', '.join(dict.fromkeys((*self.required_args, *self.arg_values)))})"
+        """`imageman.asset.get(assetId)`: the tool and the argument keys it must get (`in turn 2`, when said)."""
+        call = f"{self.tool}({', '.join(dict.fromkeys((*self.required_args, *self.arg_values)))})"
+        return call if self.turn is None else f"{call} in turn {self.turn}"
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,25 @@ Expect = ExpectTool | ExpectRefusal | ExpectTrajectory
 
 
 @dataclass(frozen=True)
+class ToolScript:
+    """What the harness returns for one tool's calls: the same result each time, or one per call, the last repeating.
+
+    A result may hold `{"echo": KEY}` anywhere, which becomes the value of the call's argument KEY.
+    """
+
+    results: tuple[Any, ...]
+
+    def result(self, call_number: int) -> Any:
+        """The result for the tool's n-th call in a trial (0-based)."""
+        return self.results[min(call_number, len(self.results) - 1)]
+
+
+DEFAULT_MAX_STEPS = 8
+
+
+@dataclass(frozen=True)
 class Task:
-    """A canonical prompt and what a correct reply looks like."""
+    """A canonical prompt, the user's scripted follow-ups and tool results, and what a correct reply looks like."""
 
     id: str
     category: str
@@ -126,6 +145,14 @@ class Task:
     expect: Expect
     sha256: str = ""  # of the task's own definition, so a changed task is told from a changed agent
     blocking: bool = False  # when it does not pass, the gate fails whatever the pass-rate
+    turns: tuple[str, ...] = ()  # the user's follow-up messages, each sent once the agent has answered the last
+    tool_results: Mapping[str, ToolScript] = field(default_factory=dict)  # by tool name, for backends that need them
+    max_steps: int = DEFAULT_MAX_STEPS  # the most model calls within one user turn
+
+    @property
+    def is_conversation(self) -> bool:
+        """More than one request may be needed: follow-up turns, or tool results to play back."""
+        return bool(self.turns or self.tool_results)
 
 
 @dataclass(frozen=True)
@@ -150,20 +177,14 @@ class AgentSurface:
 
 
 @dataclass(frozen=True)
-class AgentRequest:
-    """Everything the agent may see of a task: never its expectation."""
-
-    task_id: str
-    prompt: str
-
-
-@dataclass(frozen=True)
 class ToolCall:
     """A request by the agent to call a tool."""
 
     name: str
     args: Mapping[str, Any] = field(default_factory=dict)
     args_error: str | None = None  # why the arguments could not be read, when the model sent unreadable ones
+    call_id: str = ""  # the provider's id, which links the call to its result
+    turn: int = 1  # the user turn it answered: set when a conversation's calls are taken together
 
 
 @dataclass(frozen=True)
@@ -177,6 +198,9 @@ class Reply:
     error: str | None = None
     attempts: int = 1
     usage: tuple[int, int] | None = None  # provider-reported (input, output) tokens
+    looping: bool = False  # still calling tools when the turn's maxSteps ran out
+    # The provider's own assistant message, sent back as it came in the conversation's next request.
+    native: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def failed(cls, err: BackendError) -> Reply:
@@ -184,8 +208,55 @@ class Reply:
         return cls(error_code=err.code, error=err.reason, attempts=err.attempts)
 
 
+@dataclass(frozen=True)
+class ToolResult:
+    """What the harness played back for one call: its scripted result, or the fixed text for a tool with none."""
+
+    call: ToolCall
+    content: Any  # a JSON value
+    scripted: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request to the agent: its reply, and the results played back for the reply's calls."""
+
+    reply: Reply
+    results: tuple[ToolResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A user message and the steps the agent took to answer it."""
+
+    user: str
+    steps: tuple[Step, ...] = ()
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """Everything the agent may see of a task: the conversation so far, never its expectation."""
+
+    task_id: str
+    prompt: str  # the newest user message
+    conversation_id: str = ""  # one per trial of a task with follow-up turns; empty for a single prompt
+    history: tuple[Turn, ...] = ()  # the turns before this one, whole
+    steps: tuple[Step, ...] = ()  # this turn's steps so far, each with the tool results played back
+
+    @property
+    def turn(self) -> int:
+        """Which user turn this request answers: 1 for the prompt."""
+        return len(self.history) + 1
+
+
 class Backend(Protocol):
-    """Sends one request to the agent and returns its parsed reply."""
+    """Sends one request to the agent and returns its parsed reply.
+
+    A backend whose agent cannot run tools itself (a model behind a provider's API) sets PLAYS_TOOLS: the harness then
+    plays a conversation task's scripted tool results back to it and asks again, step by step.
+    """
+
+    PLAYS_TOOLS: bool
 
     def run(self, request: AgentRequest) -> Reply:
         """Raise BackendError when no valid reply can be had."""
@@ -221,12 +292,17 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Result:
-    """One trial of a task: what its agent replied, the verdict, and how long it took."""
+    """One trial of a task: what its agent replied (every call of every step, taken together), the verdict, the time.
+
+    turns: the conversation step by step, for a conversation task; empty for a single prompt.
+    """
 
     task: Task
     reply: Reply
     outcome: Outcome
     duration_ms: float
+    turns: tuple[Turn, ...] = ()
+    conversation_id: str = ""
 
 
 @dataclass(frozen=True)

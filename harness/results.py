@@ -8,10 +8,11 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.records import ConfigError, Result, Summary, Task
+from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
 from harness.text import count, kind
 
 RESULTS_SCHEMA_VERSION = 2
+CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a conversation record keeps
 Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
 
 
@@ -118,18 +119,67 @@ def explaining_trial(trials: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def _trial_entry(result: Result) -> dict[str, Any]:
     reply = result.reply
-    return {
+    entry = {
         "status": result.outcome.status,
         "code": result.outcome.code,
         "reason": result.outcome.reason,
         "violation": result.outcome.violation,
-        "toolCalls": [{"name": call.name, "args": call.args} for call in reply.tool_calls],
+        "toolCalls": _calls(reply.tool_calls),
         "refused": reply.refused,
         "text": reply.text,
         "attempts": reply.attempts,
         "durationMs": round(result.duration_ms, 1),
         "usage": {"inputTokens": reply.usage[0], "outputTokens": reply.usage[1]} if reply.usage else None,
+        "turns": len(result.turns) or 1,
+        "steps": sum(len(turn.steps) for turn in result.turns) or 1,
     }
+    if result.turns:
+        if result.conversation_id:
+            entry["conversationId"] = result.conversation_id
+        entry["conversation"] = [_turn_entry(turn) for turn in result.turns]
+        unscripted = {
+            r.call.name: None for turn in result.turns for step in turn.steps for r in step.results if not r.scripted
+        }
+        entry["unscripted"] = list(unscripted)
+    return entry
+
+
+def _calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    return [{"name": call.name, "args": call.args} for call in calls]
+
+
+def _turn_entry(turn: Turn) -> dict[str, Any]:
+    """A turn as the results keep it: the user's message, then each step's calls, text and the results played back."""
+    steps = []
+    for step in turn.steps:
+        reply = step.reply
+        entry: dict[str, Any] = {"toolCalls": _calls(reply.tool_calls), "text": _cut(reply.text)}
+        if step.results:
+            entry["results"] = [
+                {"name": result.call.name, "result": _cut_json(result.content), "scripted": result.scripted}
+                for result in step.results
+            ]
+        if reply.error_code is not None:
+            entry["error"] = f"{reply.error_code}: {reply.error}"
+        steps.append(entry)
+    return {"user": _cut(turn.user), "steps": steps}
+
+
+def _cut(text: str | None) -> str | None:
+    """A text of the conversation record, cut to CONVERSATION_TEXT_LIMIT characters (ending in `...` when cut)."""
+    if text is None or len(text) <= CONVERSATION_TEXT_LIMIT:
+        return text
+    return text[: CONVERSATION_TEXT_LIMIT - 3] + "..."
+
+
+def _cut_json(value: Any) -> Any:
+    """A played-back result as it was, or, when its JSON text is over the limit, that text cut."""
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False)
+        return value if len(text) <= CONVERSATION_TEXT_LIMIT else _cut(text)
+    return value
 
 
 def summary_fields(summary: Summary) -> dict[str, Any]:

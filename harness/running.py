@@ -9,44 +9,57 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 
+from harness.conversation import converse, whole_reply
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import AgentRequest, Backend, BackendError, Reply, Result, Task, ToolCall
+from harness.records import Backend, Reply, Result, Step, Task, Turn
 from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
 
 
-def agent_request(task: Task) -> AgentRequest:
-    """What the agent receives for a task: its id and prompt, never its expectation."""
-    return AgentRequest(task_id=task.id, prompt=task.prompt)
-
-
 def run_task(backend: Backend, task: Task, secrets: Secrets = NO_SECRETS, hidden: Secrets = NO_SECRETS) -> Result:
-    """Send one task's request and score the reply; a BackendError becomes an error reply.
+    """Send one task, turn by turn and step by step, and score the whole conversation; a BackendError ends it in error.
 
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
-    secrets and the tasks' forbidden text), masked in the reply and its verdict before anything else sees them.
+    secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them.
     """
     started = time.perf_counter()
-    try:
-        reply = backend.run(agent_request(task))
-    except BackendError as err:
-        reply = Reply.failed(err)
+    turns, conversation_id = converse(backend, task)
     duration_ms = (time.perf_counter() - started) * 1000
+    reply = whole_reply(turns)
     outcome = score(task, reply, secrets)
+    if not task.is_conversation:
+        turns = ()  # a single prompt's one reply says it all
     if hidden:
         reply, outcome = _masked(reply, hidden), replace(outcome, reason=hidden.mask(outcome.reason or "") or None)
-    return Result(task=task, reply=reply, outcome=outcome, duration_ms=duration_ms)
+        turns = tuple(_masked_turn(turn, hidden) for turn in turns)
+    return Result(task, reply, outcome, duration_ms, turns, conversation_id)
 
 
 def _masked(reply: Reply, hidden: Secrets) -> Reply:
     calls = tuple(
-        ToolCall(hidden.mask(call.name), hidden.mask_json(call.args), call.args_error and hidden.mask(call.args_error))
+        replace(
+            call,
+            name=hidden.mask(call.name),
+            args=hidden.mask_json(call.args),
+            args_error=call.args_error and hidden.mask(call.args_error),
+        )
         for call in reply.tool_calls
     )
     text, error = reply.text and hidden.mask(reply.text), reply.error and hidden.mask(reply.error)
-    return replace(reply, tool_calls=calls, text=text, error=error)
+    return replace(reply, tool_calls=calls, text=text, error=error, native=None)
+
+
+def _masked_turn(turn: Turn, hidden: Secrets) -> Turn:
+    steps = tuple(
+        Step(
+            _masked(step.reply, hidden),
+            tuple(replace(result, content=hidden.mask_json(result.content)) for result in step.results),
+        )
+        for step in turn.steps
+    )
+    return Turn(hidden.mask(turn.user), steps)
 
 
 def run_jobs(

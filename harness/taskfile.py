@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from harness.records import (
+    DEFAULT_MAX_STEPS,
     ArgMatch,
     ConfigError,
     Expect,
@@ -22,18 +23,20 @@ from harness.records import (
     Task,
     TaskFile,
     Tool,
+    ToolScript,
 )
 from harness.text import count, kind, lone_surrogate
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("version", "system", "tools", "tasks")
-TASK_KEYS = ("id", "category", "prompt", "expect", "blocking")
+TOP_KEYS = ("version", "system", "tools", "toolResults", "tasks")
+TASK_KEYS = ("id", "category", "prompt", "turns", "toolResults", "maxSteps", "expect", "blocking", "comment")
 EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText")
 EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
-STEP_KEYS = ("tool", "requiredArgs", "argValues")
+STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
 ORDERS = ("in-order", "exact", "any-order")
+MAX_STEPS = 100  # the most a task's maxSteps may be
 # `$$` is a dollar, `${NAME}` a placeholder; any other `${` (unclosed, empty, a bad name) is a problem, never sent.
 PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{[^}\s]*\}?")
 # A \uD800-\uDFFF escape in the text: the only way a task file's JSON can hold a lone surrogate, which is no Unicode.
@@ -217,7 +220,9 @@ class _Checker:
         if system is not None and (not isinstance(system, str) or not system.strip()):
             self.problem("system", f"expected the agent's system prompt as a non-empty string, got {kind(system)}")
         tools = self.tools(data.get("tools"))
-        tasks = self.tasks(data.get("tasks"), {tool.name: tool for tool in tools})
+        by_name = {tool.name: tool for tool in tools}
+        defaults = self.tool_results(data.get("toolResults", {}), "toolResults", by_name) or {}
+        tasks = self.tasks(data.get("tasks"), by_name, defaults)
         return tools, tasks
 
     def tools(self, value: Any) -> tuple[Tool, ...]:
@@ -281,7 +286,7 @@ class _Checker:
                     )
         return len(self.problems) == problems
 
-    def tasks(self, value: Any, tools: dict[str, Tool]) -> tuple[Task, ...]:
+    def tasks(self, value: Any, tools: dict[str, Tool], defaults: dict[str, ToolScript]) -> tuple[Task, ...]:
         if not isinstance(value, list):
             self.problem("tasks", f"expected a list of tasks, got {kind(value)}")
             return ()
@@ -291,7 +296,7 @@ class _Checker:
         first_seen: dict[str, str] = {}
         for i, item in enumerate(value):
             path = f"tasks[{i}]"
-            task = self.task(item, path, tools)
+            task = self.task(item, path, tools, defaults)
             task_id = item.get("id") if isinstance(item, dict) else None
             if isinstance(task_id, str) and task_id in first_seen:
                 self.problem(f"{path}.id", f"duplicate id {json.dumps(task_id)} (also {first_seen[task_id]})")
@@ -301,7 +306,7 @@ class _Checker:
                     tasks.append(task)
         return tuple(tasks)
 
-    def task(self, item: Any, path: str, tools: dict[str, Tool]) -> Task | None:
+    def task(self, item: Any, path: str, tools: dict[str, Tool], defaults: dict[str, ToolScript]) -> Task | None:
         if not isinstance(item, dict):
             self.problem(path, f"expected a task object, got {kind(item)}")
             return None
@@ -312,23 +317,98 @@ class _Checker:
             task_id = None
         category = self.text(item, "category", path)
         prompt = self.text(item, "prompt", path)
-        expect = self.expect(item.get("expect"), f"{path}.expect", tools)
+        turns = self.turns(item.get("turns", []), f"{path}.turns")
+        own = self.tool_results(item.get("toolResults", {}), f"{path}.toolResults", tools)
+        max_steps = item.get("maxSteps", DEFAULT_MAX_STEPS)
+        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEPS:
+            self.problem(f"{path}.maxSteps", f"expected a whole number from 1 to {MAX_STEPS}, got {kind(max_steps)}")
+        expect = self.expect(item.get("expect"), f"{path}.expect", tools, 1 + len(turns or ()))
         forbidden_text = self.forbidden_text(item.get("expect"), f"{path}.expect", task_id or path)
         blocking = item.get("blocking", False)
         if not isinstance(blocking, bool):
             self.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
-        if task_id is None or category is None or prompt is None or expect is None or not isinstance(blocking, bool):
+        if (
+            task_id is None
+            or category is None
+            or prompt is None
+            or expect is None
+            or not isinstance(blocking, bool)
+            or turns is None
+            or own is None
+        ):
             return None
+        tool_results = {**defaults, **own}
+        # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
+        definition = {key: value for key, value in item.items() if key != "comment"}
+        if defaults:  # the file's defaults are part of what the task plays back
+            definition["toolResults"] = {name: list(script.results) for name, script in tool_results.items()}
         return Task(
             id=task_id,
             category=category,
             prompt=prompt,
             expect=replace(expect, forbidden_text=forbidden_text),
-            sha256=canonical_sha256(item),
+            sha256=canonical_sha256(definition),
             blocking=blocking,
+            turns=turns,
+            tool_results=tool_results,
+            max_steps=max_steps,
         )
 
-    def expect(self, value: Any, path: str, tools: dict[str, Tool]) -> Expect | None:
+    def turns(self, value: Any, path: str) -> tuple[str, ...] | None:
+        """The user's follow-up messages: a list of non-empty strings."""
+        if not isinstance(value, list):
+            self.problem(path, f"expected a list of the user's follow-up messages, got {kind(value)}")
+            return None
+        problems = len(self.problems)
+        for j, item in enumerate(value):
+            if not isinstance(item, str) or not item.strip():
+                self.problem(f"{path}[{j}]", f"expected a non-empty string, got {kind(item)}")
+        return tuple(value) if len(self.problems) == problems else None
+
+    def tool_results(self, value: Any, path: str, tools: dict[str, Tool]) -> dict[str, ToolScript] | None:
+        """Scripted tool results by tool name: a result for every call, or {"sequence": [...]} call by call."""
+        if not isinstance(value, dict):
+            self.problem(path, f"expected an object of tool names to results, got {kind(value)}")
+            return None
+        problems = len(self.problems)
+        scripts: dict[str, ToolScript] = {}
+        for name, script in value.items():
+            where = f"{path}.{name}"
+            tool = tools.get(name)
+            if tool is None:
+                if not self.tools_unreadable and name not in self.broken_tools:
+                    self.problem(where, f"{json.dumps(name)} is not in tools{_hint(name, tools)}")
+                continue
+            sequence = isinstance(script, dict) and list(script) == ["sequence"]
+            results = script["sequence"] if sequence else [script]
+            if not isinstance(results, list) or not results:
+                self.problem(f"{where}.sequence", "expected a non-empty list of results, one per call")
+                continue
+            for j, result in enumerate(results):
+                self.echoes(result, f"{where}.sequence[{j}]" if sequence else where, tool)
+            scripts[name] = ToolScript(tuple(results))
+        return scripts if len(self.problems) == problems else None
+
+    def echoes(self, value: Any, path: str, tool: Tool) -> None:
+        """Every {"echo": KEY} in a result names a property of the tool's inputSchema."""
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                self.echoes(item, f"{path}[{i}]", tool)
+        elif isinstance(value, dict):
+            if list(value) == ["echo"]:
+                key, properties = value["echo"], tool.input_schema.get("properties", {})
+                if not isinstance(key, str) or key not in properties:
+                    got = json.dumps(key) if isinstance(key, str) else kind(key)
+                    self.problem(
+                        f"{path}.echo",
+                        f"expected an argument of {tool.name} (a property of its inputSchema), got {got}"
+                        + (_hint(key, properties) if isinstance(key, str) else ""),
+                    )
+                return
+            for key, item in value.items():
+                self.echoes(item, f"{path}.{key}", tool)
+
+    def expect(self, value: Any, path: str, tools: dict[str, Tool], turns: int = 1) -> Expect | None:
         shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]} or {"refusal": true}'
         if value is None:
             self.problem(path, f"missing: expected {shapes}")
@@ -348,7 +428,7 @@ class _Checker:
                 return None
             return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
         if "trajectory" in value:
-            return self.trajectory(value, path, tools)
+            return self.trajectory(value, path, tools, turns)
         if "tool" not in value:
             self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_TRAJECTORY_KEYS + EXPECT_REFUSAL_KEYS, path)
             self.problem(path, f"expected {shapes}")
@@ -360,7 +440,9 @@ class _Checker:
             return None
         return ExpectTool(step.tool, step.required_args, forbidden, step.arg_values)
 
-    def trajectory(self, value: dict[str, Any], path: str, tools: dict[str, Tool]) -> ExpectTrajectory | None:
+    def trajectory(
+        self, value: dict[str, Any], path: str, tools: dict[str, Tool], turns: int
+    ) -> ExpectTrajectory | None:
         self.unknown_keys(value, EXPECT_TRAJECTORY_KEYS, path)
         items = value["trajectory"]
         if not isinstance(items, list) or not items:
@@ -379,7 +461,13 @@ class _Checker:
             else:
                 self.problem(where, f"expected a tool name or a step object, got {kind(item)}")
                 continue
-            steps.append(self.step(item, where, tools))
+            step = self.step(item, where, tools)
+            turn = item.get("turn")
+            if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or not 1 <= turn <= turns):
+                last = "1 (the task has no turns)" if turns == 1 else f"from 1 to {turns} (the prompt and its turns)"
+                self.problem(f"{where}.turn", f"expected the user turn the call answers, {last}, got {kind(turn)}")
+                step = None
+            steps.append(step if step is None or turn is None else replace(step, turn=turn))
         names = tuple(
             item if isinstance(item, str) else item.get("tool") if isinstance(item, dict) else None for item in items
         )

@@ -74,12 +74,29 @@ def call_text(name: str, args: Mapping[str, Any], values: bool = False) -> str:
 
 
 def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
-    """What the agent did in a trial (a results entry): its calls, `(refused)`, `(no call)` or `(error)`."""
+    """What the agent did in a trial (a results entry): its calls, `(refused)`, `(no call)` or `(error)`.
+
+    A conversation's calls come step after step (`a -> b`), turn by turn (`turn 1: (no call) | turn 2: a`), with
+    its counts: `(3 steps, 2 turns)`.
+    """
+    if "conversation" in trial:
+        turns = trial["conversation"]
+        shown = [_turn_calls(turn, values) for turn in turns]
+        if len(turns) > 1:
+            shown = [f"turn {number}: {text}" for number, text in enumerate(shown, 1)]
+        return " | ".join(shown) + f"  ({count(trial['steps'], 'step')}, {count(trial['turns'], 'turn')})"
     if trial["status"] == "error":
         return "(error)"
     if trial["toolCalls"]:
         return "; ".join(call_text(call["name"], call["args"], values) for call in trial["toolCalls"])
     return "(refused)" if trial["refused"] else "(no call)"
+
+
+def _turn_calls(turn: Mapping[str, Any], values: bool) -> str:
+    calls = [call_text(call["name"], call["args"], values) for step in turn["steps"] for call in step["toolCalls"]]
+    if "error" in turn["steps"][-1]:
+        calls.append("(error)")
+    return " -> ".join(calls) or "(no call)"
 
 
 def headline(summary: Summary) -> str:

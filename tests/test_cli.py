@@ -94,8 +94,11 @@ class StubRun(TempDirTestCase):
                 "attempts",
                 "durationMs",
                 "usage",
+                "turns",
+                "steps",
             },
         )
+        self.assertEqual((trial["turns"], trial["steps"]), (1, 1))
         self.assertEqual(trial["toolCalls"][0]["name"], "imageman.asset.search")
         self.assertIn("tags", trial["toolCalls"][0]["args"])
         self.assertEqual([r["status"] for r in doc["results"]], ["pass"] * 10)

@@ -1,0 +1,119 @@
+"""A task as a conversation: what the agent receives at each step, the tool results the harness plays back, and the
+whole trial taken together for scoring."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from harness.records import (
+    AgentRequest,
+    Backend,
+    BackendError,
+    Reply,
+    Step,
+    Task,
+    ToolCall,
+    ToolResult,
+    ToolScript,
+    Turn,
+)
+
+UNSCRIPTED = "no result scripted for {name}"
+
+
+def agent_request(
+    task: Task, conversation_id: str = "", history: Sequence[Turn] = (), steps: Sequence[Step] = ()
+) -> AgentRequest:
+    """What the agent receives at one step: the task's id, the newest user message and the conversation so far.
+
+    Never anything of the task's expectation.
+    """
+    prompt = (task.prompt, *task.turns)[len(history)]
+    return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps))
+
+
+class ToolPlayer:
+    """Plays a task's scripted tool results back for one trial, counting each tool's calls."""
+
+    def __init__(self, scripts: Mapping[str, ToolScript]) -> None:
+        self.scripts = scripts
+        self.calls: Counter[str] = Counter()
+
+    def play(self, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
+        """A result per call, in order: its script's next result, or the fixed text for a tool with no script."""
+        results = []
+        for call in calls:
+            script = self.scripts.get(call.name)
+            if script is None:
+                results.append(ToolResult(call, UNSCRIPTED.format(name=call.name), scripted=False))
+                continue
+            results.append(ToolResult(call, echoed(script.result(self.calls[call.name]), call.args)))
+            self.calls[call.name] += 1
+        return tuple(results)
+
+
+def echoed(result: Any, args: Mapping[str, Any]) -> Any:
+    """The result with every {"echo": KEY} replaced by the call's argument KEY (null when the call left it out)."""
+    if isinstance(result, list):
+        return [echoed(item, args) for item in result]
+    if isinstance(result, dict):
+        if list(result) == ["echo"] and isinstance(result["echo"], str):
+            return args.get(result["echo"])
+        return {key: echoed(item, args) for key, item in result.items()}
+    return result
+
+
+def converse(backend: Backend, task: Task) -> tuple[tuple[Turn, ...], str]:
+    """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
+
+    A backend that plays tools gets each reply's tool results and is asked again, up to the task's maxSteps in a turn;
+    an error ends the conversation, as does a model still calling tools when its steps ran out.
+    """
+    conversation_id = os.urandom(8).hex() if task.turns else ""
+    plays = getattr(backend, "PLAYS_TOOLS", False) and task.is_conversation
+    player = ToolPlayer(task.tool_results)
+    turns: list[Turn] = []
+    for user in (task.prompt, *task.turns):
+        steps: list[Step] = []
+        while True:
+            try:
+                reply = backend.run(agent_request(task, conversation_id, turns, steps))
+            except BackendError as err:
+                reply = Reply.failed(err)
+            if reply.error_code is not None or not plays or not reply.tool_calls:
+                steps.append(Step(reply))
+                break
+            if len(steps) + 1 >= task.max_steps:
+                steps.append(Step(replace(reply, looping=True)))
+                break
+            steps.append(Step(reply, player.play(reply.tool_calls)))
+        turns.append(Turn(user, tuple(steps)))
+        last = steps[-1].reply
+        if last.error_code is not None or last.looping:
+            break
+    return tuple(turns), conversation_id
+
+
+def whole_reply(turns: Sequence[Turn]) -> Reply:
+    """Every step of every turn as one reply: all calls in order (each marked with its turn), all text, the last
+    reply's refusal, error and loop, the attempts and tokens summed."""
+    replies = [(number, step.reply) for number, turn in enumerate(turns, 1) for step in turn.steps]
+    if len(replies) == 1:
+        return replies[0][1]
+    last = replies[-1][1]
+    texts = [reply.text for _, reply in replies if reply.text]
+    usages = [reply.usage for _, reply in replies if reply.usage]
+    return Reply(
+        tool_calls=tuple(replace(call, turn=number) for number, reply in replies for call in reply.tool_calls),
+        refused=last.refused,
+        text="\n".join(texts) if texts else None,
+        error_code=last.error_code,
+        error=last.error,
+        attempts=sum(reply.attempts for _, reply in replies),
+        usage=(sum(u[0] for u in usages), sum(u[1] for u in usages)) if usages else None,
+        looping=last.looping,
+    )
