@@ -26,7 +26,18 @@ if mode == "crash":
 if mode == "flood":
     sys.stdout.write("x" * 10_000_000)
     sys.exit(0)
-reply = dict(CANNED.get(request["prompt"], {"text": "unknown prompt"}))
+if mode == "converse":
+    # One process per turn, so no state: what was said before comes in `messages`.
+    messages = request["messages"]
+    if len(messages) == 1:
+        print(json.dumps({"text": "What should the banner show?"}))
+    else:
+        asked = messages[1]["content"] == "What should the banner show?"
+        call = {"name": "imageman.ai.image.generate", "args": {"prompt": messages[-1]["content"]}}
+        print(json.dumps({"toolCall": call} if asked else {"text": "I never asked."}))
+    sys.exit(0)
+reply = CANNED.get(request["prompt"], {"text": "unknown prompt"})
+reply = dict(reply[0] if isinstance(reply, list) else reply)
 if mode == "where":
     reply["text"] = json.dumps({"cwd": os.getcwd(), "request": request})
 print(json.dumps(reply))
