@@ -92,6 +92,24 @@ def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
     return "(refused)" if trial["refused"] else "(no call)"
 
 
+def transcript(trial: Mapping[str, Any], limit: int = 200) -> list[tuple[int, str]]:
+    """A conversation trial as (depth, line): each turn's user message, then each step's calls with their arguments,
+    the results played back, its text or its error, each clipped to `limit` characters; empty for a single reply."""
+    lines: list[tuple[int, str]] = []
+    for number, turn in enumerate(trial.get("conversation", ()), 1):
+        lines.append((0, f"turn {number}, user: {clip(turn['user'], limit)}"))
+        for index, step in enumerate(turn["steps"], 1):
+            said = [clip(call_text(call["name"], call["args"], values=True), limit) for call in step["toolCalls"]]
+            said += [
+                f"{result['name']} returned {clip(json.dumps(result['result'], ensure_ascii=False), limit)}"
+                for result in step.get("results", ())
+            ]
+            said += [f"said {json.dumps(clip(step['text'], limit), ensure_ascii=False)}"] if step["text"] else []
+            said += [f"error {clip(step['error'], limit)}"] if "error" in step else []
+            lines.append((1, f"step {index}: {'; '.join(said) or '(nothing)'}"))
+    return lines
+
+
 def _turn_calls(turn: Mapping[str, Any], values: bool) -> str:
     calls = [call_text(call["name"], call["args"], values) for step in turn["steps"] for call in step["toolCalls"]]
     if "error" in turn["steps"][-1]:

@@ -4,6 +4,7 @@ step by step; the whole conversation scored and recorded."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from backends.stub import StubBackend
@@ -364,4 +365,48 @@ class WholeReply(TempDirTestCase):
         self.assertEqual(score(task, reply).code, "tool:forbidden")
         self.assertEqual(
             score(task, Reply((ToolCall(SEARCH),), error_code="reply:timeout", error="slow")).status, "error"
+        )
+
+
+class ConversationReports(TempDirTestCase):
+    """Conversation trials through every report: JUnit, the job summary, shards merged, a run compared."""
+
+    def test_junit_the_job_summary_merge_and_compare_carry_the_conversation(self) -> None:
+        import junitparser
+
+        from tests.support import SHIPPED_TASKS, clean_env, run_cli
+
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        data["tasks"] = [task for task in data["tasks"] if task["id"].endswith(("-from-search", "-asks-first"))]
+        self.write_json("base.json", data)
+        data["tasks"][1]["turns"] = ["Something else entirely."]  # the stub has nothing for it: an error in turn 2
+        self.write_json("changed.json", data)
+        env = clean_env(EVAL_CANARY="canary-5b0c1d")
+        for k in (1, 2):
+            run_cli("--tasks", "base.json", "--shard", f"{k}/2", "--out", f"s{k}.json", env=env, cwd=self.tmp)
+        _, stderr, code = run_cli("merge", "s1.json", "s2.json", "--out", "merged.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        merged = {entry["id"]: entry for entry in self.read_json("merged.json")["results"]}
+        self.assertEqual(merged["ai-image-generate-asks-first"]["trialResults"][0]["turns"], 2)
+        self.assertEqual(len(merged["asset-tag-from-search"]["trialResults"][0]["conversation"][0]["steps"]), 3)
+
+        args = ("--tasks", "changed.json", "--out", "changed-run.json", "--junit", "junit.xml", "--summary-md", "s.md")
+        _, _, code = run_cli(*args, env=env, cwd=self.tmp)
+        self.assertEqual(code, 1)
+        suite = next(iter(junitparser.JUnitXml.fromfile(os.path.join(self.tmp, "junit.xml"))))
+        errored = next(case for case in suite if case.name == "ai-image-generate-asks-first")
+        self.assertIn(
+            "    turn 2, user: Something else entirely.\n"
+            "      step 1: error reply:stub-unknown-prompt: the stub has no canned reply for this prompt",
+            errored.result[0].text,
+        )
+        with open(os.path.join(self.tmp, "s.md"), encoding="utf-8") as f:
+            summary = f.read()
+        self.assertIn("  - turn 1, user: Can you make us a banner?\n    - step 1: said ", summary)
+
+        stdout, _, code = run_cli("compare", "merged.json", "changed-run.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, "a turn that changed changes the definition: not the agent's doing")
+        self.assertIn(
+            "CHANGED DEFINITION ai-image-generate-asks-first  pass → error (reply:stub-unknown-prompt)", stdout
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.records import Summary
 from harness.results import explaining_trial
-from harness.text import calls_text, headline, percent, printable
+from harness.text import calls_text, headline, percent, printable, transcript
 
 
 def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
@@ -58,11 +58,13 @@ def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
             expects = (
                 f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
             )  # results from before 0.3 lack it
+            shown = trial or entry["trialResults"][0]
             lines.append(
                 f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
                 f"`{entry['code']}` {_text(entry['reason'] or '')} — {expects}"
-                f"called {_text(calls_text(trial or entry['trialResults'][0]))}"
+                f"called {_text(calls_text(shown))}"
             )
+            lines += [f"{'  ' * (depth + 1)}- {_text(line)}" for depth, line in transcript(shown)]
     return "\n".join(lines) + "\n\n"
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.text import calls_text, printable
+from harness.text import calls_text, printable, transcript
 
 
 def junit_xml(document: Mapping[str, Any]) -> str:
@@ -66,4 +66,6 @@ def junit_xml(document: Mapping[str, Any]) -> str:
 def _trial_text(number: int, trial: Mapping[str, Any]) -> str:
     # XML has no way to write most control characters: every agent-controlled string is escaped.
     verdict = trial["status"] if trial["status"] == "pass" else f"{trial['status']} {trial['code']}: {trial['reason']}"
-    return f"trial {number}: {printable(verdict)}\n  called: {printable(calls_text(trial, values=True))}"
+    lines = [f"trial {number}: {printable(verdict)}", f"  called: {printable(calls_text(trial, values=True))}"]
+    lines += [f"{'  ' * (depth + 2)}{printable(line)}" for depth, line in transcript(trial)]
+    return "\n".join(lines)
