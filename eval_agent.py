@@ -50,6 +50,7 @@ SUBCOMMANDS = {
         "check a task file: every problem at once, coverage, drift from a live MCP server",
     ),
     "tools": ("harness.subcommands.tools", "print a live MCP server's tools in the task file's format"),
+    "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),
 }
 
 

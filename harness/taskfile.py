@@ -45,6 +45,7 @@ MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_VAR = "EVAL_MAX_TASK_FILE_BYTES"
 # Forbidden text is expanded where it is read: a canary's variable may be unset, which skips the check, not the run.
 FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
+TASK_PATH = re.compile(r"tasks\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -181,7 +182,13 @@ class _Checker:
         if isinstance(value, list):
             return [self.expand(item, f"{path}[{i}]") for i, item in enumerate(value)]
         if isinstance(value, dict):
-            return {key: self.expand(item, f"{path}.{key}" if path else key) for key, item in value.items()}
+            return {
+                # A comment is for the author, never sent: its text stays as written.
+                key: item
+                if key == "comment" and TASK_PATH.match(path)
+                else self.expand(item, f"{path}.{key}" if path else key)
+                for key, item in value.items()
+            }
         return value
 
     def substitute(self, text: str, path: str) -> tuple[str, list[str]]:

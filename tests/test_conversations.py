@@ -88,9 +88,9 @@ class ConversationTaskFiles(TempDirTestCase):
         )
         self.assertTrue(other.is_conversation)
 
-    def test_a_comment_is_for_the_author_and_changes_no_hash_a_default_result_does(self) -> None:
+    def test_a_comment_is_for_the_author_unexpanded_and_changes_no_hash_a_default_result_does(self) -> None:
         (plain,) = self.load(search_then_tag())
-        (commented,) = self.load(search_then_tag(comment={"todo": "add turns"}))
+        (commented,) = self.load(search_then_tag(comment={"todo": "add turns", "env": "${NOT_SET_ANYWHERE}"}))
         self.assertEqual(commented.sha256, plain.sha256)
         (defaulted,) = self.load(search_then_tag(), toolResults={GENERATE: {"id": "g1"}})
         self.assertNotEqual(defaulted.sha256, plain.sha256)

@@ -1,0 +1,104 @@
+"""`import evalbench`: an evalbench agent evalset printed as a task file this harness loads, with every field it
+cannot carry over reported and kept in the task's comment."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from harness.records import ConfigError, ExpectTrajectory
+from harness.subcommands.importing import from_evalbench
+from harness.taskfile import load_task_file
+from tests.support import DATA, TempDirTestCase, clean_env, run_cli
+
+EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
+
+
+def scenario(**fields: Any) -> dict[str, Any]:
+    return {"id": "s1", "starting_prompt": "List my instances.", "expected_trajectory": ["sql__list"], **fields}
+
+
+class ImportEvalbench(TempDirTestCase):
+    def test_an_evalset_becomes_a_task_file_this_harness_loads(self) -> None:
+        stdout, stderr, code = run_cli("import", "evalbench", EVALSET, env=clean_env(), cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        path = os.path.join(self.tmp, "imported.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(stdout)
+        task_file = load_task_file(path, {"EVAL_GCP_PROJECT_ID": "proj-1"})
+        listing, create = task_file.tasks
+        self.assertEqual((listing.id, listing.category), ("cloud-sql-list-instances-01", "tools"))
+        self.assertEqual(listing.prompt, "list all Cloud SQL instances in project proj-1")
+        self.assertEqual(listing.expect, ExpectTrajectory(tuple(listing.expect.steps), "in-order"))
+        self.assertEqual(
+            [step.tool for step in listing.expect.steps], ["cloud-sql__list_instances", "cloud-sql__get_instance"]
+        )
+        self.assertEqual(create.prompt, "I need a database. Budget: $20 a month.", "a $ is read back as written")
+        self.assertEqual(
+            [tool.name for tool in task_file.tools],
+            ["cloud-sql__list_instances", "cloud-sql__get_instance", "cloud-sql__create_instance"],
+        )
+        data = json.loads(stdout)
+        self.assertEqual(
+            data["tasks"][0]["comment"]["todo"], "write the user's follow-ups from conversationPlan as turns"
+        )
+        self.assertEqual(data["tasks"][0]["comment"]["env"], {"GOOGLE_CLOUD_PROJECT": "${EVAL_GCP_PROJECT_ID}"})
+        self.assertEqual(data["tasks"][1]["comment"]["priority"], "p1")
+        self.assertEqual(
+            stderr.splitlines(),
+            [
+                f"eval_agent import: 2 tasks from {EVALSET}",
+                "eval_agent import: scenarios[0]: expected_skills: not checked by this harness, kept in the comment"
+                " of cloud-sql-list-instances-01",
+                "eval_agent import: cloud-sql-list-instances-01: a conversation plan cannot be played as it is:"
+                " write its follow-ups as turns",
+                "eval_agent import: scenarios[1].priority: unknown field, kept in the comment of csql-create-ambiguous",
+                "eval_agent import: scenarios[1]: binary_rubric: not checked by this harness, kept in the comment of"
+                " csql-create-ambiguous",
+                "eval_agent import: scenarios[2] (no-trajectory): no expected_trajectory of tool names: nothing to"
+                " check, left out",
+                "eval_agent import: tools: 3 tools by name only: paste the real surface from `eval_agent.py tools`,"
+                " so that arguments can be checked",
+                "eval_agent import: set before running: EVAL_GCP_PROJECT_ID (placeholders in the prompts, or in env)",
+            ],
+        )
+
+    def test_ids_become_unique_slugs(self) -> None:
+        data = {"scenarios": [scenario(id="a b"), scenario(id="a b"), scenario(id=None), scenario(id="ok.1")]}
+        task_file, _ = from_evalbench(data, "e.json")
+        self.assertEqual([task["id"] for task in task_file["tasks"]], ["a-b", "a-b-2", "scenario-3", "ok.1"])
+
+    def test_what_is_not_an_evalset_is_one_line_naming_the_file_and_the_field(self) -> None:
+        cases = [
+            ([], "not an evalbench evalset: expected an object with a list of scenarios"),
+            ({"scenarios": [1]}, "scenarios[0]: expected a scenario object, got a number"),
+            (
+                {"scenarios": [scenario(starting_prompt=" ")]},
+                "scenarios[0].starting_prompt: expected a non-empty string, got an empty string",
+            ),
+            (
+                {"scenarios": [scenario(expected_trajectory=[])]},
+                "no scenario with a prompt and an expected trajectory: nothing to import",
+            ),
+        ]
+        for data, message in cases:
+            with self.subTest(message):
+                with self.assertRaises(ConfigError) as caught:
+                    from_evalbench(data, "e.json")
+                self.assertEqual(str(caught.exception), f"e.json: {message}")
+
+    def test_a_file_that_is_not_json_exits_2_with_one_line(self) -> None:
+        path = os.path.join(self.tmp, "bad.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("{scenarios")
+        stdout, stderr, code = run_cli("import", "evalbench", path, env=clean_env(), cwd=self.tmp)
+        self.assertEqual(
+            (stdout, stderr, code),
+            (
+                "",
+                f"eval_agent import: error: {path}: invalid JSON at line 1, column 2:"
+                " Expecting property name enclosed in double quotes\n",
+                2,
+            ),
+        )
