@@ -1,3 +1,3 @@
 """The engine of the agent eval harness: task file, selection, running, scoring, verdict, results, reporters."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

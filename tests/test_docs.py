@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import unittest
 
@@ -38,6 +39,16 @@ class Readme(unittest.TestCase):
     def test_the_configuration_table_is_the_settings_as_declared(self) -> None:
         expected = settings_table()
         self.assertEqual(readme_table(), expected, "paste this into the README:\n" + "\n".join(expected))
+
+    def test_the_worked_conversation_examples_are_the_shipped_tasks(self) -> None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        with open(os.path.join(ROOT, "eval-tasks.json"), encoding="utf-8") as f:
+            shipped = {task["id"]: task for task in json.load(f)["tasks"]}
+        for task_id in ("asset-tag-from-search", "ai-image-generate-asks-first"):
+            with self.subTest(task_id):
+                start = readme.index(f'```json\n{{\n  "id": "{task_id}"') + len("```json\n")
+                self.assertEqual(json.loads(readme[start : readme.index("```", start)]), shipped[task_id])
 
     def test_every_setting_is_in_the_table(self) -> None:
         table = "\n".join(settings_table())
