@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from backends.contract import parse_reply
 from harness.records import BackendError, ConfigError, Reply, TaskFile
 from harness.taskfile import parse_task_file
-from tests.support import backend_for, canonical_task_data
+from tests.support import SHIPPED_TASKS, backend_for, canonical_task_data
 
 ENOUGH = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MORE = settings(ENOUGH, max_examples=400)
@@ -51,6 +51,7 @@ TASK_KEYS += [
     "name",
 ]
 TASK_KEYS += ["inputSchema", "properties", "required", "type", "description"]
+TASK_KEYS += ["turns", "toolResults", "maxSteps", "comment", "sequence", "echo", "turn"]
 
 
 def or_junk(shape: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -116,6 +117,16 @@ class TaskFiles(unittest.TestCase):
         if task_file is not None:
             self.assertTrue(task_file.tasks)
 
+    @MORE
+    @given(st.data())
+    def test_the_shipped_conversations_changed_anywhere(self, data: st.DataObject) -> None:
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            document = json.load(f)
+        document["tasks"] = [task for task in document["tasks"] if "turns" in task or "toolResults" in task]
+        task_file = load(json.dumps(mutated(document, data)).encode())
+        if task_file is not None:
+            self.assertTrue(task_file.tasks)
+
     @ENOUGH
     @given(st.text(alphabet="${}$ABC_9 x", max_size=12))
     def test_any_placeholder_text(self, text: str) -> None:
@@ -148,7 +159,7 @@ class Replies(unittest.TestCase):
 def completions() -> st.SearchStrategy[Any]:
     """Chat completions near the real shape, any part of them of any type."""
     function = some(name=st.just("imageman_asset_get") | st.text(max_size=8), arguments=st.text(max_size=20))
-    call = some(type=st.just("function"), function=function)
+    call = some(id=st.text(max_size=6), type=st.just("function"), function=function)
     message = some(
         content=st.text(max_size=10), refusal=st.text(max_size=10), tool_calls=st.lists(or_junk(call), max_size=3)
     )
@@ -166,6 +177,9 @@ def messages() -> st.SearchStrategy[Any]:
         text=st.text(max_size=10),
         name=st.just("imageman_asset_get") | st.text(max_size=8),
         input=json_values,
+        id=st.text(max_size=6),
+        thinking=st.text(max_size=6),
+        signature=st.text(max_size=6),
     )
     return some(
         content=st.lists(or_junk(block), max_size=3),
