@@ -28,7 +28,8 @@ def tally(entry: Mapping[str, Any]) -> Tally:
         tuple(trial["status"] for trial in trials),
         blocking=entry["blocking"],
         violation=entry["violation"] is not None,
-        unreached=all(trial["code"] in UNREACHABLE for trial in trials),
+        # A conversation that failed after its first step got answers: the agent was reached.
+        unreached=all(trial["code"] in UNREACHABLE and trial.get("steps", 1) == 1 for trial in trials),
         tokens=total_tokens(
             [
                 (trial["usage"]["inputTokens"], trial["usage"]["outputTokens"]) if trial["usage"] else None

@@ -133,6 +133,12 @@ class Verdicts(unittest.TestCase):
             (("pass", "error"), False, 2.0, None),
         )
 
+    def test_a_conversation_that_got_answers_before_the_connection_failed_reached_the_agent(self) -> None:
+        first_step = entry("error", code="reply:connect")
+        later_step = entry("error", code="reply:connect")
+        later_step["trialResults"][0]["steps"] = 3
+        self.assertEqual((tally_of(first_step).unreached, tally_of(later_step).unreached), (True, False))
+
 
 if __name__ == "__main__":
     unittest.main()
