@@ -21,6 +21,7 @@ RECV_SIZE = 65536
 # A single LF ends a line as well as CRLF (RFC 9112 section 2.2 lets a recipient accept it).
 STATUS_LINE = re.compile(rb"(HTTP/1\.[0-9]) ([0-9]{3})(?: ([^\x00\r\n\x0b\x0c]*))?")
 FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
+CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
 CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r?\n")
 
 
@@ -288,6 +289,6 @@ def _content_length(value: str) -> int:
     # A repeated header arrives joined ("10, 10"); repeats must agree.
     values = {part.strip() for part in value.split(",")}
     text = values.pop()
-    if values or not re.fullmatch(r"[0-9]{1,20}", text):
+    if values or not CONTENT_LENGTH.fullmatch(text):
         raise ProtocolError("an invalid Content-Length")
     return int(text)
