@@ -74,7 +74,7 @@ def converse(backend: Backend, task: Task) -> tuple[tuple[Turn, ...], str]:
     an error ends the conversation, as does a model still calling tools when its steps ran out.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
-    plays = getattr(backend, "PLAYS_TOOLS", False) and task.is_conversation
+    plays = backend.PLAYS_TOOLS and task.is_conversation
     player = ToolPlayer(task.tool_results)
     turns: list[Turn] = []
     for user in (task.prompt, *task.turns):

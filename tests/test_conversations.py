@@ -176,6 +176,20 @@ class ConversationTaskFiles(TempDirTestCase):
                     load_task_file(path, {})
                 self.assertEqual(str(caught.exception).split(" (and ")[0], f"{path}: {message}")
 
+    def test_validate_warns_of_an_expected_tool_with_no_scripted_result(self) -> None:
+        from harness.subcommands.validate import unscripted
+
+        scripted = self.task_file(search_then_tag(), asks_first())
+        self.assertEqual(unscripted(load_task_file(scripted, {})), [])
+        partly = self.task_file(search_then_tag(toolResults={SEARCH: FOUND}), asks_first())
+        self.assertEqual(
+            unscripted(load_task_file(partly, {})),
+            [
+                "tag-from-search: imageman.asset.tag is expected but has no scripted result (a model calling it gets"
+                ' "no result scripted for imageman.asset.tag")'
+            ],
+        )
+
     def test_a_bad_default_is_named_at_the_top_level(self) -> None:
         path = self.task_file(search_then_tag(), toolResults={"nope": 1})
         with self.assertRaises(ConfigError) as caught:

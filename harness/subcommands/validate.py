@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
+from harness.conversation import UNSCRIPTED
 from harness.records import TaskFile
 from harness.reporters.console import say
 from harness.settings import Parser, Sources
@@ -41,7 +42,7 @@ def main(argv: Sequence[str]) -> int:
         say(f"{count(len(problems), 'problem')}: not a valid task file")
         return 2
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
-    for warning in task_file.warnings:
+    for warning in (*task_file.warnings, *unscripted(task_file)):
         say(f"warning: {warning}")
     per_tool, per_category = coverage(task_file)
     for line in coverage_table(per_tool, per_category):
@@ -62,6 +63,18 @@ def main(argv: Sequence[str]) -> int:
             say(f"  {difference}")
         code = 1 if differences else code
     return code
+
+
+def unscripted(task_file: TaskFile) -> list[str]:
+    """Tools a task with scripted results expects but scripts no result for: a model calling them gets none."""
+    return [
+        f"{task.id}: {name} is expected but has no scripted result (a model calling it gets "
+        f'"{UNSCRIPTED.format(name=name)}")'
+        for task in task_file.tasks
+        if task.tool_results
+        for name in dict.fromkeys(step.tool for step in task.expect.steps)
+        if name not in task.tool_results
+    ]
 
 
 def coverage(task_file: TaskFile) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, tuple[int, int]]]:
