@@ -139,6 +139,7 @@ class DryRun(CiTestCase):
         data["tasks"][0]["expect"] = {
             "trajectory": [{"tool": "imageman.asset.search", "requiredArgs": ["tags"]}, "imageman.asset.tag"]
         }
+        data["tasks"][1] |= {"turns": ["And the ones at dawn?"], "toolResults": {"imageman.asset.search": []}}
         stdout, _, code = run_cli("--dry-run", "--tasks", self.write_json("t.json", data), cwd=self.tmp)
         self.assertEqual(code, 0)
         lines = stdout.splitlines()
@@ -148,6 +149,11 @@ class DryRun(CiTestCase):
         self.assertIn(
             "  asset-search-by-tag          asset.search  expects imageman.asset.search(tags), then"
             " imageman.asset.tag()",
+            lines,
+        )
+        self.assertIn(
+            "  asset-search-semantic        asset.search  expects imageman.asset.search(query), over 2 turns,"
+            " results scripted for 1 tool",
             lines,
         )
         self.assertIn("  asset-tag-additive           asset.tag  expects imageman.asset.tag(assetIds, tags)", lines)

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from harness.config import Config
 from harness.records import Task
 from harness.results import explaining_trial
-from harness.text import calls_text, millis, printable
+from harness.text import calls_text, count, millis, printable
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
 
@@ -48,9 +48,16 @@ def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Ma
         f"dry run: {plan}",
         f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}"
         + (f", {shown}" if shown else ""),
-        *(f"  {task.id:<{width}}  {task.category}  expects {task.expect.describe()}" for task in tasks),
+        *(f"  {task.id:<{width}}  {task.category}  expects {task.expect.describe()}{_over(task)}" for task in tasks),
         "nothing was sent",
     ]
+
+
+def _over(task: Task) -> str:
+    """`, over 2 turns, results scripted for 1 tool`: how a conversation task goes; nothing for a single prompt."""
+    turns = f", over {1 + len(task.turns)} turns" if task.turns else ""
+    scripted = f", results scripted for {count(len(task.tool_results), 'tool')}" if task.tool_results else ""
+    return turns + scripted
 
 
 class Progress:
