@@ -309,6 +309,16 @@ class TempDirTestCase(unittest.TestCase):
         self.addCleanup(agent.__exit__)
         return agent
 
+    def refusing_url(self, path: str = "/run") -> str:
+        """A loopback URL whose port refuses connections until the test ends.
+
+        The port is bound and never listened on: a port merely closed could be taken by another test's server.
+        """
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.addCleanup(sock.close)
+        return f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
+
     def write_json(self, name: str, data: Any) -> str:
         """Write data as JSON into the temp folder; return its path."""
         path = os.path.join(self.tmp, name)

@@ -333,9 +333,7 @@ class Failures(HttpTestCase):
         self.assertEqual(len(agent.received), 10, "401 is not retried")
 
     def test_an_agent_that_is_down_exits_3_and_still_writes_results(self) -> None:
-        agent = LoopbackAgent(canned)
-        url = agent.url()
-        agent.server.server_close()  # the port is now closed: connection refused
+        url = self.refusing_url()
         _stdout, stderr, code = self.run_http(url, EVAL_RETRIES="1", EVAL_CONCURRENCY="10")
         self.assertEqual(code, 3)
         self.assertEqual(stderr, f"eval_agent: error: could not reach {url}: connection refused (2 attempts)\n")
