@@ -18,11 +18,12 @@ MAX_HEAD = 256 * 1024
 MAX_HEADERS = 100
 RECV_SIZE = 65536
 # RFC 9112: a status line, a field line (token, colon, value without CTLs but HTAB), a chunk size line.
-# A single LF ends a line as well as CRLF (RFC 9112 section 2.2 lets a recipient accept it).
+# A single LF ends the status line or a field line as well as CRLF (RFC 9112 section 2.2 lets a recipient accept it);
+# the lines of chunked framing take CRLF only: a body's end must not be read two ways.
 STATUS_LINE = re.compile(rb"(HTTP/1\.[0-9]) ([0-9]{3})(?: ([^\x00\r\n\x0b\x0c]*))?")
 FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
 CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
-CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r?\n")
+CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r\n")
 
 
 class ProtocolError(Exception):
@@ -214,7 +215,7 @@ class Connection:
             if total > limit:
                 raise TooLarge(status, None)
             chunks.append(self._read_exact(size, deadline))
-            if self._read_line(deadline) not in (b"\r\n", b"\n"):
+            if self._read_line(deadline) != b"\r\n":
                 raise ProtocolError("a chunk longer than its size")
 
     def _read_to_close(self, status: int, deadline: float, limit: int) -> bytes:
