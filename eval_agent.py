@@ -50,6 +50,7 @@ SUBCOMMANDS = {
         "check a task file: every problem at once, coverage, drift from a live MCP server",
     ),
     "tools": ("harness.subcommands.tools", "print a live MCP server's tools in the task file's format"),
+    "report": ("harness.subcommands.report", "render a results file as one self-contained HTML page"),
     "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),
 }
 
@@ -177,7 +178,7 @@ def run(argv: Sequence[str]) -> int:
         if baseline
         else None,
     )
-    publish(document, summary, config.outputs)
+    publish(document, summary, config.outputs, comparison)
     if comparison is not None:
         for line in render(comparison, config.baseline_path or "", config.outputs.results):
             say(line)

@@ -129,6 +129,7 @@ DRY_RUN = Setting(
     switch=True,
 )
 JUNIT = Setting("EVAL_JUNIT", "--junit", "also write JUnit XML", metavar="FILE")
+HTML = Setting("EVAL_HTML", "--html", "also write the HTML report, one self-contained page", metavar="FILE")
 SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown summary", metavar="FILE")
 STEP_SUMMARY = Setting("GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)")
 BASELINE = Setting(
@@ -136,7 +137,7 @@ BASELINE = Setting(
 )
 RUN_SETTINGS = (
     GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,
-    SHARD, DRY_RUN, JUNIT, SUMMARY_MD, STEP_SUMMARY, BASELINE,
+    SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE,
 )  # fmt: skip
 
 
@@ -188,7 +189,7 @@ def outputs(sources: Sources) -> Outputs:
         for setting in (TASKS, BASELINE)
         if (path := sources.get(setting))
     }
-    for setting in (RESULTS, JUNIT, SUMMARY_MD, STEP_SUMMARY):
+    for setting in (RESULTS, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY):
         path, where = sources.get(setting), sources.text(setting)[1]
         if not path:
             continue
@@ -201,7 +202,7 @@ def outputs(sources: Sources) -> Outputs:
             raise ConfigError(f"{where}: {path} is also {written[real]}; each report needs a file of its own")
         written[real] = where
     summary_md = tuple(path for path in (sources.get(SUMMARY_MD), sources.get(STEP_SUMMARY)) if path)
-    return Outputs(sources.get(RESULTS), sources.get(JUNIT), summary_md)
+    return Outputs(sources.get(RESULTS), sources.get(JUNIT), summary_md, sources.get(HTML))
 
 
 def read_command_line(

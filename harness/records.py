@@ -273,11 +273,12 @@ class Backend(Protocol):
 
 @dataclass(frozen=True)
 class Outputs:
-    """Where a run's reports go: the results file, and JUnit XML and Markdown summaries when asked for."""
+    """Where a run's reports go: the results file; JUnit XML, Markdown summaries and the HTML page when asked for."""
 
     results: str
     junit: str | None = None
     summary_md: tuple[str, ...] = ()
+    html: str | None = None
 
 
 @dataclass(frozen=True)

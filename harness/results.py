@@ -100,6 +100,7 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
         "sha256": task.sha256,
         "blocking": task.blocking,
         "expected": task.expect.describe(),
+        "prompt": task.prompt,
         "status": "pass" if passes == len(trials) else "fail" if "fail" in statuses else "error",
         "code": miss["code"] if miss else None,
         "reason": miss["reason"] if miss else None,

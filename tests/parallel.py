@@ -27,6 +27,7 @@ class Outcome:
     errors: int
     skipped: int
     report: str
+    skip_reasons: tuple[str, ...] = ()
 
 
 def classes(suite: unittest.TestSuite) -> Iterator[str]:
@@ -59,8 +60,9 @@ def run_job(job: str, verbosity: int) -> Outcome:
     result = unittest.TextTestRunner(stream=stream, verbosity=verbosity).run(
         unittest.defaultTestLoader.loadTestsFromName(job)
     )
+    reasons = tuple(dict.fromkeys(reason for _, reason in result.skipped))
     return Outcome(
-        job, result.testsRun, len(result.failures), len(result.errors), len(result.skipped), stream.getvalue()
+        job, result.testsRun, len(result.failures), len(result.errors), len(result.skipped), stream.getvalue(), reasons
     )
 
 
@@ -85,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     failures, errors = sum(o.failures for o in outcomes), sum(o.errors for o in outcomes)
     skipped = sum(o.skipped for o in outcomes)
     print(f"Ran {ran} tests in {time.perf_counter() - started:.3f}s ({len(jobs)} classes on {args.workers} workers)")
+    for outcome in outcomes:  # a skip is said, with its reason: a missing tool must not pass unnoticed
+        for reason in outcome.skip_reasons:
+            print(f"SKIPPED {outcome.job}: {reason}")
     if failures or errors:
         print(f"FAILED (failures={failures}, errors={errors})")
         return 1

@@ -64,6 +64,7 @@ class StubRun(TempDirTestCase):
                 "sha256",
                 "blocking",
                 "expected",
+                "prompt",
                 "status",
                 "code",
                 "reason",

@@ -101,6 +101,12 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
         "--junit: r.json is also --out; each report needs a file of its own",
     ),
     (
+        "the HTML page over the task file",
+        ["--tasks", "t.json"],
+        {"EVAL_HTML": "t.json"},
+        "EVAL_HTML: t.json is the task file (--tasks); a run never writes over what it reads",
+    ),
+    (
         "a system prompt file that is not there",
         ["--system-prompt-file", "nope.txt"],
         {},
@@ -351,10 +357,10 @@ class SettingsResolve(unittest.TestCase):
 
     def test_outputs_come_from_flags_and_variables_and_the_ci_summary_is_added(self) -> None:
         config, _, _ = configure(
-            ["--junit", "j.xml"],
+            ["--junit", "j.xml", "--html", "page.html"],
             {"EVAL_RESULTS": "r.json", "EVAL_SUMMARY_MD": "s.md", "GITHUB_STEP_SUMMARY": "step.md"},
         )
-        self.assertEqual(config.outputs, Outputs("r.json", "j.xml", ("s.md", "step.md")))
+        self.assertEqual(config.outputs, Outputs("r.json", "j.xml", ("s.md", "step.md"), "page.html"))
 
     def test_globs_come_from_repeated_flags_or_a_comma_separated_variable(self) -> None:
         config, _, _ = configure(["--task", "a*", "--task", "b*"], {"EVAL_CATEGORY_GLOB": "safety, asset.get,"})

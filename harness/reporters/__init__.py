@@ -1,22 +1,28 @@
-"""Reports of a run, each rendered from its results document and verdict: console, JUnit XML, Markdown job summary."""
+"""Reports of a run, each rendered from its results document and verdict: console, JUnit XML, Markdown job summary,
+the HTML page."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.records import ConfigError, Outputs, Summary
 from harness.reporters.console import say
 from harness.results import render_json, write_atomic
 from harness.text import headline
 
+if TYPE_CHECKING:
+    from harness.subcommands.compare import Comparison
 
-def publish(document: Mapping[str, Any], summary: Summary, outputs: Outputs) -> None:
+
+def publish(
+    document: Mapping[str, Any], summary: Summary, outputs: Outputs, comparison: Comparison | None = None
+) -> None:
     """Write the results file and the reports asked for, then say the headline.
 
     Every report is rendered before any file is written: a bug in one leaves no file behind that claims a pass.
     """
-    junit = markdown = ""
+    junit = markdown = page = ""
     if outputs.junit:
         from harness.reporters.junit import junit_xml
 
@@ -24,10 +30,17 @@ def publish(document: Mapping[str, Any], summary: Summary, outputs: Outputs) -> 
     if outputs.summary_md:
         from harness.reporters.jobsummary import job_summary
 
-        markdown = job_summary(document, summary)
+        markdown = job_summary(document, summary, outputs.html)
+    if outputs.html:
+        from harness.reporters.page import html_report
+
+        baseline = document.get("baseline", {}).get("path", "")
+        page = html_report(document, comparison, baseline)
     write_atomic(outputs.results, render_json(document))
     if outputs.junit:
         write_atomic(outputs.junit, [junit])
+    if outputs.html:
+        write_atomic(outputs.html, [page])
     for path in outputs.summary_md:
         try:
             with open(path, "a", encoding="utf-8") as f:  # a job summary gathers the sections of every step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -12,8 +13,9 @@ from harness.results import explaining_trial
 from harness.text import calls_text, headline, percent, printable, transcript
 
 
-def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
-    """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called."""
+def job_summary(document: Mapping[str, Any], summary: Summary, html_path: str | None = None) -> str:
+    """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called;
+    and the name of the HTML report, when there is one."""
     lines = [f"## Agent eval: {_text(headline(summary))}", ""]
     manifest = document["manifest"]
     url = manifest["backendSettings"].get("url")
@@ -21,6 +23,9 @@ def job_summary(document: Mapping[str, Any], summary: Summary) -> str:
         f"Backend `{manifest['backend']}`{f' at `{url}`' if url else ''} · run `{document['runId']}`"
         f" · fingerprint `{document['fingerprint'][:12]}`"
     )
+    if html_path:
+        name = _text(os.path.basename(html_path))
+        lines.append(f"\nThe whole run, task by task: `{name}` (the HTML report, with the results).")
     if summary.runs > 1:
         pass_k = ", ".join(f"pass^{k} {percent(value * 100, 1)}%" for k, value in summary.pass_all_k.items())
         lines.append(f"\n{summary.runs} trials per task: {pass_k}.")

@@ -27,6 +27,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", metavar="FILE", required=True, help="the merged results file")
     parser.add_argument("--gate", metavar="PERCENT", help="the gate to apply (default: the shards' own)")
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
+    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
     parser.add_argument(
         "--allow-partial", action="store_true", help="merge shards that were cut short (the gate then fails)"
     )
@@ -44,6 +45,7 @@ def main(argv: Sequence[str]) -> int:
         output_path(args.out, "--out"),
         output_path(args.junit, "--junit") if args.junit else None,
         (*summary_md, *([step_summary] if step_summary else [])),
+        output_path(args.html, "--html") if args.html else None,
     )
     publish(document, summary, outputs)
     if summary.exit_code == EXIT_UNREACHABLE:
