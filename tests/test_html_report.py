@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.reporters.page import CSP, SCRIPT, STYLE
-from tests.support import CANNED, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.support import CANNED, ROOT, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
 
 # What an agent or a task file might hold to attack whoever opens the page: each tries to set window.__pwned.
 HOSTILE = [
@@ -288,7 +288,7 @@ class InBrowser(TempDirTestCase):
         self.assertIn("Regressed (4)", page.inner_text("#changes"))
         self.assert_quiet()
 
-    def test_without_scripts_the_table_and_details_read_as_they_are(self) -> None:
+    def test_without_scripts_the_table_and_details_read_as_they_are_and_printed_every_task_unfolds(self) -> None:
         self.failing_run()
         context = self.browser.new_context(java_script_enabled=False)
         self.addCleanup(context.close)
@@ -298,6 +298,26 @@ class InBrowser(TempDirTestCase):
         self.assertEqual(page.locator(".tasks .t").count(), 10)
         page.locator("#task-2 summary").click()
         self.assertIn("Trial 1: fail", self.text_of(page, "#task-2 > details"))
+
+        page = self.open("page.html")
+        first_trial = page.locator("#task-5 > details .trial").first
+        self.assertFalse(first_trial.is_visible(), "folded on screen")
+        page.emulate_media(media="print")
+        page.locator("#task-5").scroll_into_view_if_needed()
+        page.wait_for_function("() => document.querySelector('#task-5 .trial').checkVisibility()")
+        self.assertFalse(page.is_visible("#filters"))
+
+    def test_a_conversation_unfolds_turn_by_turn_with_the_results_played_back(self) -> None:
+        env = clean_env(EVAL_TASKS=os.path.join(ROOT, "eval-tasks.json"), EVAL_CANARY="canary-5b0c1d")
+        run_cli("--html", "page.html", "--task", "*-asks-first", env=env, cwd=self.tmp)
+        page = self.open("page.html")
+        page.locator("#task-0 > details > summary").click()
+        shown = self.text_of(page, "#task-0 > details")
+        self.assertIn("Turn 1\n\nUser: Can you make us a banner?", shown)
+        self.assertIn("Turn 2", shown)
+        self.assertRegex(shown, r'imageman\.ai\.image\.generate returned\n+\{\n  "assets": \[')
+        self.assertIn("3 steps, 2 turns", shown)
+        self.assert_quiet()
 
     def test_hostile_replies_and_task_text_run_nothing_request_nothing_and_break_nothing(self) -> None:
         agent = self.serve(hostile_agent)
