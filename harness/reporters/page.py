@@ -35,14 +35,14 @@ h3{font-size:14px;margin:12px 0 4px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:0}
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%}
-.tasks .r{display:grid;grid-template-columns:4.5em 16% 10% 23% 1fr 4.5em 5em 7em;border-bottom:1px solid var(--line)}
+.tasks .r{display:grid;grid-template-columns:5.5em 15% 12% 22% 1fr 4.5em 5em 8.5em;border-bottom:1px solid var(--line)}
 .tasks .r>span{padding:4px 6px;overflow-wrap:anywhere}.tasks .r>span.n{text-align:right;white-space:nowrap}
 .tasks .h{background:var(--bg);font-weight:600;position:sticky;top:0;z-index:1}.tasks .h>span{white-space:nowrap}
 .tasks .t{border-bottom:2px solid var(--line);content-visibility:auto;contain-intrinsic-size:auto 64px}
 .tasks details{padding:0 6px 4px}
 th,td{text-align:left;vertical-align:top;padding:4px 6px;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
 th{background:var(--bg)}td.n{text-align:right;white-space:nowrap}
-.st{font-weight:700}.st.pass{color:var(--pass)}.st.fail{color:var(--fail)}.st.error{color:var(--error)}
+.st{font-weight:700;white-space:nowrap}.st.pass{color:var(--pass)}.st.fail{color:var(--fail)}.st.error{color:var(--error)}
 .badge{display:inline-block;font-size:11px;border:1px solid var(--muted);border-radius:10px;padding:0 6px;margin:1px;
 white-space:nowrap}
 .badge.v{border-color:var(--fail);color:var(--fail)}
