@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 
-.PHONY: eval test clean
+.PHONY: eval test dist clean
 
 ## eval: run the harness (settings come from EVAL_* variables, e.g. EVAL_GATE=90 make eval)
 eval:
@@ -17,10 +17,14 @@ test: $(VENV)/.installed
 	$(VPY) -m compileall -q harness backends tests
 	$(VPY) -m tests.parallel $(if $(VERBOSE),-v,)
 
+## dist: build dist/eval_agent.pyz, the harness as one file (reproducible: the same commit gives the same bytes)
+dist:
+	$(PYTHON) tools/build_pyz.py dist/eval_agent.pyz
+
 $(VENV)/.installed: requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) eval-results.json
+	rm -rf $(VENV) dist eval-results.json

@@ -35,8 +35,8 @@ class StubBackend:
         run_id: str = "",
         replies_path: str = REPLIES_PATH,
     ) -> None:
-        with open(replies_path, encoding="utf-8") as f:
-            self.replies: dict[str, Any] = json.load(f)
+        # Read through this module's loader: from a folder, or from inside the single-file build (a zip).
+        self.replies: dict[str, Any] = json.loads(__loader__.get_data(replies_path))  # type: ignore[name-defined]
         self.requests: list[AgentRequest] = []
 
     def secrets(self) -> dict[str, str]:

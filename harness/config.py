@@ -8,13 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from harness import __version__
+from harness import __commit__, __version__
 from harness.records import ConfigError, GateOn, Outputs
 from harness.settings import Parser, Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.verdict import EXIT_CODES
 
-DEFAULT_TASKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "eval-tasks.json")
+HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
+DEFAULT_TASKS = os.path.join(HOME, "eval-tasks.json") if os.path.isdir(HOME) else "eval-tasks.json"
 
 
 def percentage(text: str, where: str) -> Decimal:
@@ -70,7 +72,7 @@ TASKS = Setting(
     "the task file",
     default=DEFAULT_TASKS,
     metavar="FILE",
-    shown="eval-tasks.json beside eval_agent.py",
+    shown="eval-tasks.json beside eval_agent.py (for eval_agent.pyz: in the working directory)",
 )
 RESULTS = Setting("EVAL_RESULTS", "--out", "the results file", default="eval-results.json", metavar="FILE")
 SYSTEM_PROMPT = Setting(
@@ -232,5 +234,6 @@ def read_command_line(
     )
     add_settings(parser, "the run", {"": run_settings})
     add_settings(parser, "the backends", backends)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    built = f" (built from {__commit__})" if __commit__ else ""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}{built}")
     return Sources(parser.parse_args(argv), environ)

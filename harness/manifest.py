@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness import __version__
+from harness import __commit__, __version__
 from harness.config import Config
 from harness.records import Task, TaskFile
 from harness.taskfile import canonical_sha256
@@ -25,6 +25,7 @@ def run_manifest(
     """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
     return {
         "harnessVersion": __version__,
+        **({"harnessCommit": __commit__} if __commit__ else {}),
         "python": ".".join(map(str, sys.version_info[:3])),
         "platform": _platform(),
         **git_state(os.getcwd()),
