@@ -140,6 +140,14 @@ class WorkflowsUsingTheAction(TempDirTestCase):
             self.actionlint_in_a_repository(workflow.replace("OWNER/agent-eval-harness@v1", "./")), ("", 0)
         )
 
+    def test_the_readme_gitlab_recipe_is_a_job_with_a_junit_report(self) -> None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        recipe = yaml.safe_load(re.search(r"```yaml\n(agent-eval:\n.*?)```", readme, re.S).group(1))
+        job = recipe["agent-eval"]
+        self.assertEqual(job["artifacts"]["reports"]["junit"], "eval-junit.xml")
+        self.assertIn("--junit eval-junit.xml", job["script"][0])
+
     def test_a_misspelt_input_is_caught(self) -> None:
         workflow = (
             "on: push\njobs:\n  eval:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n"
