@@ -702,8 +702,9 @@ class EarlySignals(TempDirTestCase):
         )
         self.addCleanup(proc.kill)
         # The harness is importing its modules once the interpreter has loaded _decimal, which harness.records needs.
+        # Until exec the child is a copy of this process, which has loaded _decimal too: wait for its own command line.
         deadline = time.monotonic() + CLI_TIMEOUT
-        while "_decimal" not in _maps(proc.pid):
+        while "--dry-run" not in _proc(proc.pid, "cmdline") or "_decimal" not in _proc(proc.pid, "maps"):
             self.assertLess(time.monotonic(), deadline, "the harness never started importing")
             self.assertIsNone(proc.poll(), "the harness exited before it imported anything")
         proc.send_signal(signal.SIGINT)
@@ -711,9 +712,9 @@ class EarlySignals(TempDirTestCase):
         self.assertEqual((proc.returncode, stderr), (130, ""))
 
 
-def _maps(pid: int) -> str:
+def _proc(pid: int, name: str) -> str:
     try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8") as f:
+        with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as f:
             return f.read()
     except OSError:
         return ""
