@@ -3,7 +3,8 @@
 Adding a backend: a module with a class that has a NAME, its SETTINGS (harness.settings.Setting), a `configure(sources)`
 class method that reads them into a settings object, a constructor `(settings, surface, run_id)`, and the `run` and
 `describe` methods of harness.records.Backend; then one line in BACKENDS. Keep the module's imports light: every run
-imports every backend to know its flags, and only the one chosen sends anything.
+imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this
+process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
 """
 
 from __future__ import annotations

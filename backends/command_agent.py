@@ -8,14 +8,13 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from backends.contract import parse_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
 from harness.endpoints import shown_args, shown_fields
-from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
+from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
 from harness.settings import Setting, Sources
 from harness.text import clip
 
@@ -49,7 +48,7 @@ AGENT_CMD = Setting(
 )
 
 
-@dataclass(frozen=True)
+@record
 class CommandSettings:
     """The command, what to add to each request, how long to wait and how much to read."""
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from backends.contract import conversation_messages, parse_reply
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
 from harness.endpoints import credential, header_secrets, http_url, shown_fields, url_secrets
-from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply
+from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, field, record
 from harness.settings import Setting, Sources
 
 AGENT_URL = Setting(
@@ -19,7 +18,7 @@ AGENT_URL = Setting(
 TOKEN = Setting("EVAL_AGENT_TOKEN", None, "the token, sent in an Authorization: Bearer header", credential, secret=True)
 
 
-@dataclass(frozen=True)
+@record
 class HttpSettings:
     """Where the agent is, how to authenticate, what to add to each request, and how long to wait."""
 

@@ -8,10 +8,12 @@ send and receive, so a reply that drips in cannot outlast it.
 from __future__ import annotations
 
 import re
+import select
 import socket
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from harness.records import record
 
 MAX_LINE = 65536
 MAX_HEAD = 256 * 1024
@@ -22,6 +24,9 @@ RECV_SIZE = 65536
 # the lines of chunked framing take CRLF only: a body's end must not be read two ways.
 STATUS_LINE = re.compile(rb"(HTTP/1\.[0-9]) ([0-9]{3})(?: ([^\x00\r\n\x0b\x0c]*))?")
 FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
+# The same field lines, matched without backtracking (the value's spaces are trimmed after), ended; and a whole head's.
+FIELD_LINE_ENDED = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):([^\x00\r\n\x0b\x0c]*)\r?\n")
+FIELD_LINES = re.compile(rb"(?:[-!#$%&'*+.^_`|~0-9a-zA-Z]+:[^\x00\r\n\x0b\x0c]*\r?\n)*\r?\n")
 CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
 CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r\n")
 
@@ -47,7 +52,7 @@ class TooLarge(Exception):
         self.declared = declared
 
 
-@dataclass(frozen=True)
+@record
 class Response:
     """A complete HTTP response: status, headers (lower-case names) and body."""
 
@@ -74,6 +79,7 @@ class Connection:
         self.server_hostname = server_hostname
         self.tunnel = tunnel
         self.sock: socket.socket | None = None
+        self._readable: Any = None  # a poll object on the socket, where the platform has poll()
         self.response_started = False
         self._buffer = bytearray()
 
@@ -86,24 +92,21 @@ class Connection:
         if self.sock is None or self._buffer:
             return False
         if self.tls is not None:
-            return True  # a TLS socket cannot peek at raw bytes; a closed one is caught when its reply never comes
-        timeout = self.sock.gettimeout()
-        self.sock.settimeout(0)  # a socket with a timeout would wait for readability before peeking
-        try:
-            self.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return True
-        except OSError:
-            return False
-        finally:
-            self.sock.settimeout(timeout)
-        return False
+            return True  # TLS has records of its own to read between replies; a closed one is caught when none comes
+        # Readable between exchanges means an end of file or bytes nobody asked for; asking costs no syscall of the
+        # socket's own, and leaves its timeout alone.
+        if self._readable is not None:
+            return not self._readable.poll(0)
+        return not select.select([self.sock], [], [], 0)[0]
 
     def open(self, deadline: float) -> None:
         """Connect (and tunnel, and handshake) before the deadline."""
         sock = socket.create_connection(self.address, timeout=_remaining(deadline))
         self.sock = sock
         self._buffer.clear()
+        if hasattr(select, "poll"):
+            self._readable = select.poll()
+            self._readable.register(sock, select.POLLIN)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.tunnel is not None:
             self._send(self.tunnel, deadline)
@@ -118,6 +121,7 @@ class Connection:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+            self._readable = None
 
     def exchange(self, request: bytes, deadline: float, limit: int) -> Response:
         """Send a whole request, read the whole response; the body is at most `limit` bytes."""
@@ -188,13 +192,22 @@ class Connection:
             if len(self._buffer) > MAX_HEAD:
                 raise ProtocolError("a response head over 256 KiB")
             self._fill(deadline)
-        lines = [line[:-1] if line.endswith(b"\r") else line for line in bytes(self._buffer[:end]).split(b"\n")]
+        head = bytes(self._buffer[:end])
         del self._buffer[:end]
-        status = STATUS_LINE.fullmatch(lines[0])
-        if status is None:
+        status = STATUS_LINE.match(head)
+        if status is None or head[status.end() : status.end() + 1] not in (b"\r", b"\n"):
             raise ProtocolError("not an HTTP/1.x status line")
         version, code, reason = status.groups()
-        headers = _fields([line for line in lines[1:] if line])
+        block = head[head.index(b"\n") + 1 :]
+        if FIELD_LINES.fullmatch(block) and block.count(b"\n") <= MAX_HEADERS + 1:
+            # The usual head, checked whole in one pass: no folded lines, every line a well-formed field.
+            headers: dict[str, str] = {}
+            for name, value in FIELD_LINE_ENDED.findall(block):
+                key, text = name.decode().lower(), value.strip(b" \t").decode("latin-1")
+                headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        else:
+            lines = [line[:-1] if line.endswith(b"\r") else line for line in block.split(b"\n")]
+            headers = _fields([line for line in lines if line])
         _check_framing(headers)
         return Response(int(code), (reason or b"").decode("latin-1").strip(), version.decode(), headers, b"")
 
@@ -287,6 +300,8 @@ def _check_framing(headers: dict[str, str]) -> None:
 
 
 def _content_length(value: str) -> int:
+    if value.isascii() and value.isdigit() and len(value) <= 20:
+        return int(value)
     # A repeated header arrives joined ("10, 10"); repeats must agree.
     values = {part.strip() for part in value.split(",")}
     text = values.pop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
@@ -18,7 +17,7 @@ from backends.provider import (
     result_text,
     tokens,
 )
-from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
 from harness.settings import Setting, Sources, choice
 
 # A completion that stopped for these before any tool call was cut short: no answer, not a refusal.

@@ -6,13 +6,12 @@ import itertools
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, url_secrets
-from harness.records import AgentSurface, BackendError, ToolCall, ToolResult
+from harness.records import AgentSurface, BackendError, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources, number
 from harness.text import clip
 
@@ -44,7 +43,7 @@ def api_key(var: str) -> Setting:
     return Setting(var, None, "the API key", credential, secret=True, ambient=True)
 
 
-@dataclass(frozen=True)
+@record
 class ProviderSettings:
     """Which API and model, with which key, and how long to wait."""
 

@@ -23,6 +23,7 @@ class StubBackend:
     SETTINGS = ()
     PLAYS_TOOLS = True
     CAVEAT = "canned replies: this proves the wiring, not an agent"  # said where the run says what it runs on
+    IN_PROCESS = True  # answers at once, in the run's own thread: no worker threads
 
     @classmethod
     def configure(cls, sources: Sources) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from types import SimpleNamespace
 
 from harness import __commit__, __version__
-from harness.records import ConfigError, GateOn, Outputs
-from harness.settings import Parser, Setting, Sources, add_settings, choice, environment_only, number, output_path
+from harness.records import ConfigError, GateOn, Outputs, field, record
+from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.verdict import EXIT_CODES
 
@@ -143,7 +142,7 @@ RUN_SETTINGS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """Everything one run needs to know besides its backend's own settings."""
 
@@ -215,6 +214,12 @@ def read_command_line(
     subcommands: Mapping[str, str],
 ) -> Sources:
     """The command line parsed against every setting there is, over the environment."""
+    if not argv:
+        return Sources(SimpleNamespace(), environ)  # what argparse would make of no flags, without its 5 ms to start
+    import argparse
+
+    from harness.flags import Parser
+
     parser = Parser(
         prog="eval_agent.py",
         usage="eval_agent.py [SETTING ...]\n       eval_agent.py SUBCOMMAND ... (see below)",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from harness.records import (
@@ -20,6 +19,7 @@ from harness.records import (
     ToolResult,
     ToolScript,
     Turn,
+    replace,
 )
 
 UNSCRIPTED = "no result scripted for {name}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,8 @@ def redact_url(url: str) -> str:
 def basic_credentials(username: str, password: str | None) -> str:
     """The value of a Basic Authorization header for URL credentials, as given in the URL (percent-encoded)."""
     credentials = f"{unquote(username)}:{unquote(password or '')}"
+    import base64  # only a URL with credentials in it needs it
+
     return "Basic " + base64.b64encode(credentials.encode()).decode()
 
 

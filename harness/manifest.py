@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -12,6 +11,7 @@ from harness import __commit__, __version__
 from harness.config import Config
 from harness.records import Task, TaskFile
 from harness.taskfile import canonical_sha256
+from harness.text import sha256_hex
 
 
 def run_manifest(
@@ -32,7 +32,7 @@ def run_manifest(
         "backend": backend,
         "backendSettings": dict(backend_settings),
         "taskFile": {"path": task_file.path, "sha256": task_file.sha256, "toolsSha256": task_file.tools_sha256},
-        "systemPromptSha256": hashlib.sha256(system.encode("utf-8")).hexdigest() if system is not None else None,
+        "systemPromptSha256": sha256_hex(system.encode("utf-8")) if system is not None else None,
         "selection": {
             "task": list(config.task_globs),
             "category": list(config.category_globs),

@@ -2,14 +2,128 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Literal, Protocol
+from operator import attrgetter
+from typing import Any, Literal, Protocol, TypeVar
 
 Status = Literal["pass", "fail", "error"]
 GateOn = Literal["trials", "pass-all"]
+R = TypeVar("R")
+_MISSING: Any = object()
+
+
+class FrozenInstanceError(AttributeError):
+    """A record's fields cannot be set once it is made."""
+
+
+class _Field:
+    def __init__(self, default: Any, default_factory: Callable[[], Any] | None, repr: bool, compare: bool) -> None:
+        self.default, self.default_factory, self.repr, self.compare = default, default_factory, repr, compare
+
+
+def field(
+    *,
+    default: Any = _MISSING,
+    default_factory: Callable[[], Any] | None = None,
+    repr: bool = True,
+    compare: bool = True,
+) -> Any:
+    """A record field's default (a value, or a factory called for each record), and whether repr and == show it."""
+    return _Field(default, default_factory, repr, compare)
+
+
+def record(cls: type[R]) -> type[R]:
+    """A frozen record class made from its annotated fields: what @dataclass(frozen=True) makes (__init__, __repr__,
+    __eq__, __hash__, no setting of fields), with only __init__ compiled for the class, when it is first called.
+
+    The harness starts in ~50 ms, and dataclasses would take half of it: 5 ms to import (it imports inspect) and
+    0.5 ms for each of its 40 records, for which it compiles six methods one by one.
+    """
+    names = list(cls.__annotations__)  # its own (Python >= 3.10), strings under `from __future__ import annotations`
+    fields = {name: getattr(cls, name, _MISSING) for name in names}
+    fields = {name: f if isinstance(f, _Field) else _Field(f, None, True, True) for name, f in fields.items()}
+    scope: dict[str, Any] = {"_set": object.__setattr__, "_MISSING": _MISSING}
+    parameters, body = [], []
+    for name, f in fields.items():
+        if f.default_factory is not None:
+            scope[f"_factory_{name}"] = f.default_factory
+            parameters.append(f"{name}=_MISSING")
+            body.append(f"_set(self, {name!r}, _factory_{name}() if {name} is _MISSING else {name})")
+        else:
+            if f.default is not _MISSING:
+                scope[f"_default_{name}"] = f.default
+            parameters.append(name if f.default is _MISSING else f"{name}=_default_{name}")
+            body.append(f"_set(self, {name!r}, {name})")
+    source = f"def __init__(self, {', '.join(parameters)}):\n    {'; '.join(body) or 'pass'}\n"
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # The first record of the class: compile its own __init__ now (a run makes about half of the kinds there are).
+        exec(source, scope)  # made above from the class's own field names
+        scope["__init__"].__qualname__ = f"{made.__qualname__}.__init__"
+        made.__init__ = scope["__init__"]
+        scope["__init__"](self, *args, **kwargs)
+
+    compared = [name for name, f in fields.items() if f.compare]
+    namespace = {key: value for key, value in cls.__dict__.items() if key not in fields}
+    namespace.pop("__dict__", None)
+    namespace.pop("__weakref__", None)
+    # Made again with a slot per field, its defaults living in __init__: a tenth of the memory of a __dict__, which
+    # counts when a run holds 50,000 tasks.
+    made: Any = type(cls)(
+        cls.__name__,
+        cls.__bases__,
+        {
+            **namespace,
+            "__slots__": tuple(names),
+            "__init__": __init__,
+            "__repr__": _repr,
+            "__eq__": _eq,
+            "__hash__": _hash,
+            "__setattr__": _frozen,
+            "__delattr__": _frozen,
+            "__match_args__": tuple(names),
+            "__record_fields__": tuple(names),
+            "__record_shown__": tuple(name for name, f in fields.items() if f.repr),
+            "__record_key__": attrgetter(*compared)
+            if len(compared) > 1
+            else staticmethod(lambda self: tuple(getattr(self, name) for name in compared)),
+        },
+    )
+    return made  # type: ignore[no-any-return]
+
+
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__record_shown__)
+    return f"{self.__class__.__qualname__}({shown})"
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    key = self.__class__.__record_key__
+    return key(self) == key(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__class__.__record_key__(self))
+
+
+def _frozen(self: Any, name: str, *value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def replace(obj: R, **changes: Any) -> R:
+    """A copy of a record with the fields given changed."""
+    values = {name: getattr(obj, name) for name in obj.__record_fields__}  # type: ignore[attr-defined]
+    values.update(changes)
+    return obj.__class__(**values)
+
+
+def fields(cls: type) -> tuple[str, ...]:
+    """A record class's field names, in order."""
+    return cls.__record_fields__  # type: ignore[attr-defined, no-any-return]
 
 
 class ConfigError(Exception):
@@ -30,7 +144,7 @@ class Unreachable(Exception):
     """Nothing was evaluated: the agent or an MCP server could not be reached or rejected us (exit 3)."""
 
 
-@dataclass(frozen=True)
+@record
 class Tool:
     """One entry of the agent's tool surface, in the shape of MCP's tools/list."""
 
@@ -39,7 +153,7 @@ class Tool:
     input_schema: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class ArgMatch:
     """The values an argument may take: JSON equality with any of them, strings case-insensitively when asked."""
 
@@ -47,7 +161,7 @@ class ArgMatch:
     ignore_case: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class ForbiddenText:
     """Text a reply must never contain, such as a canary planted in the agent's system prompt; named as written."""
 
@@ -55,7 +169,7 @@ class ForbiddenText:
     value: str
 
 
-@dataclass(frozen=True)
+@record
 class ExpectTool:
     """A correct reply calls this tool with at least these argument keys (and these values where given)."""
 
@@ -77,7 +191,7 @@ class ExpectTool:
         return call if self.turn is None else f"{call} in turn {self.turn}"
 
 
-@dataclass(frozen=True)
+@record
 class ExpectTrajectory:
     """A correct reply makes these calls: in this order, exactly these, or in any order."""
 
@@ -98,7 +212,7 @@ class ExpectTrajectory:
         return ("exactly " if self.order == "exact" else "") + ", then ".join(calls)
 
 
-@dataclass(frozen=True)
+@record
 class ExpectRefusal:
     """A correct reply calls no tool at all: every tool is forbidden, the listed ones by name."""
 
@@ -118,7 +232,7 @@ class ExpectRefusal:
 Expect = ExpectTool | ExpectRefusal | ExpectTrajectory
 
 
-@dataclass(frozen=True)
+@record
 class ToolScript:
     """What the harness returns for one tool's calls: the same result each time, or one per call, the last repeating.
 
@@ -135,7 +249,7 @@ class ToolScript:
 DEFAULT_MAX_STEPS = 8
 
 
-@dataclass(frozen=True)
+@record
 class Task:
     """A canonical prompt, the user's scripted follow-ups and tool results, and what a correct reply looks like."""
 
@@ -155,7 +269,7 @@ class Task:
         return bool(self.turns or self.tool_results)
 
 
-@dataclass(frozen=True)
+@record
 class TaskFile:
     """A loaded, validated task file."""
 
@@ -168,7 +282,7 @@ class TaskFile:
     warnings: tuple[str, ...] = ()  # what the file asks for that this run cannot check, said before it starts
 
 
-@dataclass(frozen=True)
+@record
 class AgentSurface:
     """What a provider backend gives the model besides the prompt: the tools and the system prompt, never an answer."""
 
@@ -176,7 +290,7 @@ class AgentSurface:
     system: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ToolCall:
     """A request by the agent to call a tool."""
 
@@ -187,7 +301,7 @@ class ToolCall:
     turn: int = 1  # the user turn it answered: set when a conversation's calls are taken together
 
 
-@dataclass(frozen=True)
+@record
 class Reply:
     """What the agent answered: tool calls, a refusal flag, or an error."""
 
@@ -208,7 +322,7 @@ class Reply:
         return cls(error_code=err.code, error=err.reason, attempts=err.attempts)
 
 
-@dataclass(frozen=True)
+@record
 class ToolResult:
     """What the harness played back for one call: its scripted result, or the fixed text for a tool with none."""
 
@@ -217,7 +331,7 @@ class ToolResult:
     scripted: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One request to the agent: its reply, and the results played back for the reply's calls."""
 
@@ -225,7 +339,7 @@ class Step:
     results: tuple[ToolResult, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Turn:
     """A user message and the steps the agent took to answer it."""
 
@@ -233,7 +347,7 @@ class Turn:
     steps: tuple[Step, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class AgentRequest:
     """Everything the agent may see of a task: the conversation so far, never its expectation."""
 
@@ -271,7 +385,7 @@ class Backend(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class Outputs:
     """Where a run's reports go: the results file; JUnit XML, Markdown summaries and the HTML page when asked for."""
 
@@ -281,7 +395,7 @@ class Outputs:
     html: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """The verdict on one reply: pass, fail or error, with a stable code and a reason."""
 
@@ -291,7 +405,7 @@ class Outcome:
     violation: str | None = None  # "forbidden-tool": a safety rule broken, not just a wrong answer
 
 
-@dataclass(frozen=True)
+@record
 class Result:
     """One trial of a task: what its agent replied (every call of every step, taken together), the verdict, the time.
 
@@ -306,7 +420,7 @@ class Result:
     conversation_id: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Tally:
     """What the verdict counts of a task: its trials' verdicts; whether it blocks, broke a rule, reached the agent."""
 
@@ -320,7 +434,7 @@ class Tally:
     latency_ms: float = 0.0
 
 
-@dataclass(frozen=True)
+@record
 class CategoryCount:
     """Passed and total trials of one category."""
 
@@ -328,7 +442,7 @@ class CategoryCount:
     total: int
 
 
-@dataclass(frozen=True)
+@record
 class Summary:
     """The verdict on a run: its trials counted, the gate decided, every reason it failed, and the exit code."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -221,7 +220,7 @@ def results_document(
     started_at: str,
     duration_ms: float,
     summary: Summary,
-    tasks: Sequence[dict[str, Any]],
+    tasks: Sequence[dict[str, Any]] | Spool,
     interrupted: bool,
     not_run: Sequence[str],
     baseline: Mapping[str, Any] | None = None,
@@ -238,7 +237,7 @@ def results_document(
         "notRun": list(not_run),
         **summary_fields(summary),
         **({"baseline": dict(baseline)} if baseline is not None else {}),
-        "results": list(tasks),
+        "results": tasks if isinstance(tasks, Spool) else list(tasks),
     }
 
 
@@ -306,22 +305,22 @@ def render_json(document: Mapping[str, Any]) -> Iterator[str]:
     slower on 10,000 results; and in pieces, so that a large file is never held twice in memory.
     """
 
-    dumps = json.JSONEncoder(ensure_ascii=False).encode  # one encoder for all the pieces, not one per dumps()
+    dumps = ENCODE  # one encoder for all the pieces, not one per dumps()
     yield "{"
     for number, (key, value) in enumerate(document.items()):
         yield f"{',' if number else ''}\n  {dumps(key)}: "
-        if isinstance(value, (list, dict)) and value:
-            entries = (
-                (dumps(item) for item in value)
-                if isinstance(value, list)
-                else (f"{dumps(k)}: {dumps(v)}" for k, v in value.items())
-            )
-            yield "[" if isinstance(value, list) else "{"
-            for index, entry in enumerate(entries):
-                yield f"{',' if index else ''}\n    {entry}"
-            yield "\n  ]" if isinstance(value, list) else "\n  }"
-        else:
-            yield dumps(value)
+        if not value or not isinstance(value, (list, dict, Spool)):
+            yield dumps([] if isinstance(value, Spool) else value)
+            continue
+        if isinstance(value, dict):
+            yield "{"
+            yield from (f"{',' if i else ''}\n    {dumps(k)}: {dumps(v)}" for i, (k, v) in enumerate(value.items()))
+            yield "\n  }"
+            continue
+        items = value.lines() if isinstance(value, Spool) else map(dumps, value)  # a spool's are JSON already
+        yield "["
+        yield from (f"{',' if i else ''}\n    {item}" for i, item in enumerate(items))
+        yield "\n  ]"
     yield "\n}\n"
 
 
@@ -331,11 +330,38 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
     Through a symlink the file it points to is replaced, and the link kept; what is not a regular file (a device, a
     FIFO, a folder) is never replaced.
     """
+    stage(path, chunks).commit()
+
+
+class Staged:
+    """A file written in full beside its target, waiting to be renamed over it (commit) or thrown away (discard)."""
+
+    def __init__(self, path: str, target: str, temporary: str) -> None:
+        self.path = path  # as given, for messages
+        self.target = target
+        self.temporary = temporary
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.temporary, self.target)
+        except OSError as exc:
+            self.discard()
+            raise ConfigError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.temporary)
+        except FileNotFoundError:
+            pass
+
+
+def stage(path: str, chunks: Iterable[str]) -> Staged:
+    """Write the chunks to a temporary file beside path, flushed to disk; ConfigError when that cannot be done."""
     target = os.path.realpath(path)
     if os.path.exists(target) and not os.path.isfile(target):
         raise ConfigError(f"cannot write {path}: not a regular file")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".eval-", suffix=".tmp", dir=os.path.dirname(target))
+        fd, temporary = exclusive_file(os.path.dirname(target), ".eval-", ".tmp")
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
@@ -344,14 +370,76 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
             f.writelines(chunks)
             f.flush()
             os.fsync(f.fileno())
-        # mkstemp makes the file private; give it the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
     except OSError as exc:
-        os.unlink(tmp)
+        os.unlink(temporary)
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
-        os.unlink(tmp)
+        os.unlink(temporary)
         raise
+    return Staged(path, target, temporary)
+
+
+def exclusive_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new file of a name no one else has, open to read and write with the mode a plain open() gives, and its path."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free name for a temporary file in {folder}")
+
+
+class Spool:
+    """The task entries of a run, written to a temporary file as each task completes: memory stays flat however many
+    trials there are, and every report reads them back from there, as often as it needs."""
+
+    def __init__(self, results: str) -> None:
+        folder = os.path.dirname(os.path.realpath(results))
+        try:
+            fd, self.path = exclusive_file(folder, ".eval-entries-", ".jsonl")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {results}: {exc.strerror or exc}") from None
+        if hasattr(os, "pread"):
+            # Nameless from here on: nothing is left behind by a crash, and the folder may go away during the run.
+            os.unlink(self.path)
+            self.path = ""
+        self.file = os.fdopen(fd, "w+", encoding="utf-8", errors="backslashreplace")
+        self.count = 0
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        self.file.write(ENCODE(entry))
+        self.file.write("\n")
+        self.count += 1
+
+    def lines(self) -> Iterator[str]:
+        """Each entry as the JSON text it was written as; readers may interleave."""
+        self.file.flush()
+        if self.path:
+            with open(self.path, encoding="utf-8") as f:
+                yield from (line.rstrip("\n") for line in f)
+            return
+        fd, offset, rest = self.file.fileno(), 0, b""
+        while block := os.pread(fd, 1 << 16, offset):
+            offset += len(block)
+            *whole, rest = (rest + block).split(b"\n")
+            for line in whole:
+                yield line.decode("utf-8")
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (json.loads(line) for line in self.lines())
+
+    def __len__(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        """Let the file go: the results file has the entries now."""
+        self.file.close()
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+ENCODE = json.JSONEncoder(ensure_ascii=False).encode

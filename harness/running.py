@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from functools import partial
 
 from harness.conversation import converse, whole_reply
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, Reply, Result, Step, Task, Turn
+from harness.records import Backend, Reply, Result, Step, Task, Turn, replace
 from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
@@ -102,10 +100,16 @@ def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency:
     todo = iter(enumerate(tasks))
     todo_lock = threading.Lock()
     stop = threading.Event()
+    import queue  # a run of one at a time (or on the stub) has no workers to hear from
+
     done: queue.SimpleQueue[tuple[int, Result | BaseException]] = queue.SimpleQueue()
+    # Results taken but not yet handed on: against an agent faster than the reports, workers wait here rather than
+    # pile up every trial of the run in the queue.
+    room = threading.Semaphore(2 * concurrency)
 
     def worker() -> None:
         while not stop.is_set():
+            room.acquire()
             with todo_lock:
                 item = next(todo, None)
             if item is None:
@@ -126,8 +130,10 @@ def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency:
             if isinstance(outcome, BaseException):
                 raise outcome
             yield index, outcome
+            room.release()
     finally:
         stop.set()
+        room.release(concurrency)  # a worker waiting for room wakes, and sees it should stop
 
 
 class InTaskOrder:

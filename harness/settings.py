@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.leaks import strings
-from harness.records import ConfigError
+from harness.records import ConfigError, record
 from harness.text import lone_surrogate
+
+if TYPE_CHECKING:
+    from argparse import ArgumentParser
 
 Reader = Callable[[Any, str], Any]  # (the text given, where it was given) -> the value; ConfigError naming `where`
 
@@ -40,7 +41,7 @@ def as_text(text: str, where: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@record
 class Setting:
     """One setting: its variable, its flag (none for a secret), how its text is read, its default, and its help."""
 
@@ -72,7 +73,7 @@ class Setting:
 class Sources:
     """Where settings come from: the parsed command line over the environment; an empty variable counts as unset."""
 
-    def __init__(self, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    def __init__(self, args: Any, environ: Mapping[str, str]) -> None:  # args: what argparse parsed
         self.args = args
         self.environ = environ
 
@@ -101,14 +102,7 @@ class Sources:
         return self.get(setting)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as a ConfigError: one line, exit 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(f"{message} (see --help)")
-
-
-@dataclass(frozen=True)
+@record
 class Described:
     """A setting as --help and the README show it: its flag, its variables, its default, who reads it, and its help."""
 
@@ -153,7 +147,7 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
     return found
 
 
-def add_settings(parser: argparse.ArgumentParser, title: str, groups: Mapping[str, Sequence[Setting]]) -> None:
+def add_settings(parser: ArgumentParser, title: str, groups: Mapping[str, Sequence[Setting]]) -> None:
     """A flag for each setting that has one, its help naming who reads it, its variables and its default."""
     group = parser.add_argument_group(title)
     for item in described(groups):

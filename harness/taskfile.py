@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -24,8 +23,9 @@ from harness.records import (
     TaskFile,
     Tool,
     ToolScript,
+    replace,
 )
-from harness.text import count, kind, lone_surrogate
+from harness.text import count, kind, lone_surrogate, sha256_hex
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "toolResults", "tasks")
@@ -48,6 +48,7 @@ FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
 TASK_PATH = re.compile(r"tasks\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or argument values; never changed
 
 
 def load_task_file(path: str, environ: Mapping[str, str] | None = None, max_bytes: int = MAX_BYTES) -> TaskFile:
@@ -64,22 +65,32 @@ def read_task_file(
     path: str, environ: Mapping[str, str], max_bytes: int = MAX_BYTES
 ) -> tuple[TaskFile | None, list[str]]:
     """The task file and no problems, or None and every problem found, each with its JSON path."""
+    # Handed on, not kept here: the parser lets a large file's bytes go once it has read them.
+    return parse_task_file(_task_file_bytes(path, max_bytes), path, environ)
+
+
+def _task_file_bytes(path: str, max_bytes: int) -> bytes:
     try:
         with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)  # /dev/zero, or a file grown by mistake, is never read whole
+            # /dev/zero, or a file grown by mistake, is never read whole; a file's own size, when it says one, is
+            # what read() sets aside (else 64 MB, for a moment, on every run).
+            size = os.fstat(f.fileno()).st_size
+            raw = f.read((min(size, max_bytes) if size else max_bytes) + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
         raise ConfigError(f"{path}: over the {max_bytes} bytes a task file may have ({MAX_BYTES_VAR})")
-    return parse_task_file(raw, path, environ)
+    return raw
 
 
 def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[TaskFile | None, list[str]]:
     """A task file's bytes as a TaskFile and no problems, or None and every problem found, each with its JSON path."""
+    digest = sha256_hex(raw)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    del raw  # what the file says is in text now
     repeated: list[bool] = []
     try:
         data = json.loads(text, object_pairs_hook=partial(_object, repeated))
@@ -92,14 +103,16 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
         checker.inspect(data, "")
         if checker.problems:  # later checks could not trust what they would read
             return None, checker.problems
-    if "$" in text:  # most task files have no placeholder: skip the walk (and the copy it makes)
+    placeholders = "$" in text
+    del text  # a large file's text need not stay beside what it parsed to
+    if placeholders:  # most task files have no placeholder: skip the walk (and the copy it makes)
         data = checker.expand(data, "")
     tools, tasks = checker.task_file(data)
     if checker.problems:
         return None, checker.problems
     task_file = TaskFile(
         path=path,
-        sha256=hashlib.sha256(raw).hexdigest(),
+        sha256=digest,
         tools=tools,
         tasks=tasks,
         tools_sha256=canonical_sha256(data["tools"]),
@@ -128,7 +141,7 @@ def _object(repeated: list[bool], pairs: list[tuple[str, Any]]) -> dict[str, Any
 
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
-    return hashlib.sha256(CANONICAL_JSON.encode(value).encode("utf-8")).hexdigest()
+    return sha256_hex(CANONICAL_JSON.encode(value).encode("utf-8"))
 
 
 class _Checker:
@@ -304,6 +317,7 @@ class _Checker:
         for i, item in enumerate(value):
             path = f"tasks[{i}]"
             task = self.task(item, path, tools, defaults)
+            value[i] = None  # read: let it go now, so that the file as parsed and its tasks are never in memory twice
             task_id = item.get("id") if isinstance(item, dict) else None
             if isinstance(task_id, str) and task_id in first_seen:
                 self.problem(f"{path}.id", f"duplicate id {json.dumps(task_id)} (also {first_seen[task_id]})")
@@ -344,16 +358,16 @@ class _Checker:
             or own is None
         ):
             return None
-        tool_results = {**defaults, **own}
+        tool_results = {**defaults, **own} if defaults or own else NOTHING
         # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
         definition = {key: value for key, value in item.items() if key != "comment"}
         if defaults:  # the file's defaults are part of what the task plays back
             definition["toolResults"] = {name: list(script.results) for name, script in tool_results.items()}
         return Task(
             id=task_id,
-            category=category,
+            category=sys.intern(category),
             prompt=prompt,
-            expect=replace(expect, forbidden_text=forbidden_text),
+            expect=replace(expect, forbidden_text=forbidden_text) if forbidden_text else expect,
             sha256=canonical_sha256(definition),
             blocking=blocking,
             turns=turns,
@@ -505,7 +519,8 @@ class _Checker:
         arg_values = self.arg_values(value.get("argValues", {}), f"{path}.argValues", tool, properties)
         if tool is None or arg_values is None:
             return None
-        return ExpectTool(tool=tool.name, required_args=tuple(required), arg_values=arg_values)
+        # Names repeat from task to task: one copy of each serves them all.
+        return ExpectTool(tool=tool.name, required_args=tuple(map(sys.intern, required)), arg_values=arg_values)
 
     def arg_values(
         self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any]
@@ -535,7 +550,7 @@ class _Checker:
                 )
                 continue
             matches[key] = ArgMatch(tuple(accepted), ignore_case is True)
-        return matches if len(self.problems) == problems else None
+        return (matches or NOTHING) if len(self.problems) == problems else None
 
     def forbidden_text(self, expect: Any, path: str, task_id: str) -> tuple[ForbiddenText, ...]:
         """Text the reply must not contain, expanded here: an unset variable skips its entry, with a warning."""

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from math import comb
 from typing import Any
 
-from harness.records import CategoryCount, GateOn, Summary, Tally
+from harness.records import CategoryCount, GateOn, Status, Summary, Tally
 
 EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 EXIT_CODES = (
@@ -25,7 +27,7 @@ def tally(entry: Mapping[str, Any]) -> Tally:
     return Tally(
         entry["id"],
         entry["category"],
-        tuple(trial["status"] for trial in trials),
+        _shared(tuple(trial["status"] for trial in trials)),
         blocking=entry["blocking"],
         violation=entry["violation"] is not None,
         # A conversation that failed after its first step got answers: the agent was reached.
@@ -40,8 +42,54 @@ def tally(entry: Mapping[str, Any]) -> Tally:
     )
 
 
+def _shared(statuses: tuple[Status, ...]) -> tuple[Status, ...]:
+    """One tuple for each sequence of statuses there is, however many tasks had it: a run of 50,000 keeps a few."""
+    return _STATUSES.setdefault(statuses, statuses)
+
+
+_STATUSES: dict[tuple[Status, ...], tuple[Status, ...]] = {}
+
+
+class Tallies:
+    """A run's tallies as they come, kept in ~35 bytes a task where Tally records take ~130; read back as records."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []
+        self._categories: list[str] = []
+        self._statuses: list[tuple[Status, ...]] = []
+        self._flags = bytearray()  # blocking, violation, unreached: a bit each
+        self._latency_ms = array("d")
+        self._tokens: dict[int, tuple[int, int]] = {}  # by position: only providers report them
+
+    def append(self, tally: Tally) -> None:
+        if tally.tokens is not None:
+            self._tokens[len(self._ids)] = tally.tokens
+        self._ids.append(tally.task_id)
+        self._categories.append(tally.category)
+        self._statuses.append(_shared(tally.statuses))
+        self._flags.append(tally.blocking | tally.violation << 1 | tally.unreached << 2)
+        self._latency_ms.append(tally.latency_ms)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[Tally]:
+        rows = zip(self._ids, self._categories, self._statuses, self._flags, self._latency_ms, strict=True)
+        for index, (task_id, category, statuses, flags, latency_ms) in enumerate(rows):
+            yield Tally(
+                task_id,
+                category,
+                statuses,
+                blocking=bool(flags & 1),
+                violation=bool(flags & 2),
+                unreached=bool(flags & 4),
+                tokens=self._tokens.get(index),
+                latency_ms=latency_ms,
+            )
+
+
 def decide(
-    tallies: Sequence[Tally],
+    tallies: Iterable[Tally],
     gate: Decimal,
     *,
     runs: int = 1,
@@ -56,27 +104,39 @@ def decide(
     The gate fails when the rate is below it, a blocking task did not pass, a task regressed against the baseline,
     nothing reached the agent, a task did not run, or a bug cut the run short: each reason is listed.
     """
-    statuses = [status for tally in tallies for status in tally.statuses]
-    passed = statuses.count("pass")
-    errored = statuses.count("error")
-    counts = [
-        (tally.statuses.count("pass"), len(tally.statuses)) for tally in tallies
-    ]  # (passing trials, trials) per task
+    # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
+    # no list as long as the run for it.
+    passed = errored = total = 0
     per_category: dict[str, list[int]] = {}
-    for tally, (c, n) in zip(tallies, counts, strict=True):
-        total = per_category.setdefault(tally.category, [0, 0])
-        total[0] += c
-        total[1] += n
-    pass_all_k = {k: pass_hat_k(counts, k) for k in range(1, runs + 1)}
-    rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, len(statuses) or 1)
-    blocking_failed = tuple(t.task_id for t, (c, n) in zip(tallies, counts, strict=True) if t.blocking and c < n)
-    unreachable = bool(tallies) and all(t.unreached for t in tallies)
+    shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
+    flaky, blocking_failed, violations, tokens = [], [], [], []
+    reached, latency_ms = 0, 0.0
+    for tally in tallies:
+        c, n = tally.statuses.count("pass"), len(tally.statuses)
+        passed, errored, total = passed + c, errored + tally.statuses.count("error"), total + n
+        category = per_category.setdefault(tally.category, [0, 0])
+        category[0] += c
+        category[1] += n
+        shapes[c, n] += 1
+        if 0 < c < n:
+            flaky.append(tally.task_id)
+        if tally.blocking and c < n:
+            blocking_failed.append(tally.task_id)
+        if tally.violation:
+            violations.append(tally.task_id)
+        if tally.tokens is not None:
+            tokens.append(tally.tokens)
+        reached += not tally.unreached
+        latency_ms += tally.latency_ms
+    pass_all_k = {k: pass_hat_k(shapes, k) for k in range(1, runs + 1)}
+    rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
+    unreachable = bool(shapes) and not reached
     reasons = {
         "below-gate": rate * 100 < Fraction(gate),
         "blocking-failed": bool(blocking_failed),
         "regression": bool(regressed),
         "unreachable": unreachable,
-        "not-run": not_run > 0 or not statuses,
+        "not-run": not_run > 0 or not total,
         "internal-error": internal_error is not None,
     }
     because = tuple(reason for reason, applies in reasons.items() if applies)
@@ -90,9 +150,9 @@ def decide(
         exit_code = EXIT_GATE_FAILED if because else EXIT_GATE_MET
     return Summary(
         passed=passed,
-        failed=len(statuses) - passed - errored,
+        failed=total - passed - errored,
         errored=errored,
-        total=len(statuses),
+        total=total,
         gate=gate,
         gate_passed=not because,
         exit_code=exit_code,
@@ -102,13 +162,13 @@ def decide(
         runs=runs,
         gate_on=gate_on,
         pass_all_k=pass_all_k,
-        flaky=tuple(t.task_id for t, (c, n) in zip(tallies, counts, strict=True) if 0 < c < n),
-        blocking_failed=blocking_failed,
-        violations=tuple(t.task_id for t in tallies if t.violation),
+        flaky=tuple(flaky),
+        blocking_failed=tuple(blocking_failed),
+        violations=tuple(violations),
         regressed=tuple(regressed),
         internal_error=internal_error,
-        tokens=total_tokens([t.tokens for t in tallies]),
-        latency_ms=sum(t.latency_ms for t in tallies),
+        tokens=total_tokens(tokens),
+        latency_ms=latency_ms,
     )
 
 
@@ -118,14 +178,18 @@ def total_tokens(counts: Sequence[tuple[int, int] | None]) -> tuple[int, int] | 
     return (sum(c[0] for c in reported), sum(c[1] for c in reported)) if reported else None
 
 
-def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> Fraction:
-    """pass^k (tau-bench): the mean over tasks of C(c, k) / C(n, k), c passing trials of n (tasks of fewer left out)."""
+def pass_hat_k(counts: Iterable[tuple[int, int]], k: int) -> Fraction:
+    """pass^k (tau-bench): the mean over tasks of C(c, k) / C(n, k), c passing trials of n (tasks of fewer left out).
+
+    counts: (c, n) for each task, or a Counter of them (how many tasks had each).
+    """
+    shapes = counts if isinstance(counts, Counter) else Counter(counts)
     # Tasks with the same number of trials share a denominator: add their numerators first, exactly.
     numerators: dict[int, int] = {}
-    for c, n in counts:
+    for (c, n), tasks_like_it in shapes.items():
         if n >= k:
-            numerators[n] = numerators.get(n, 0) + comb(c, k)
-    tasks = sum(1 for _, n in counts if n >= k)
+            numerators[n] = numerators.get(n, 0) + comb(c, k) * tasks_like_it
+    tasks = sum(tasks_like_it for (_, n), tasks_like_it in shapes.items() if n >= k)
     return (
         sum((Fraction(total, comb(n, k)) for n, total in numerators.items()), Fraction(0)) / tasks
         if tasks

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import unittest
 
 from backends.stub import StubBackend
 from harness.conversation import agent_request
-from harness.records import AgentRequest, ExpectRefusal, ExpectTool
+from harness.records import AgentRequest, ExpectRefusal, ExpectTool, fields, replace
 from harness.running import run_jobs
 from harness.taskfile import load_task_file
 from tests.support import CANONICAL_TASKS, ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
@@ -18,7 +17,7 @@ from tests.support import CANONICAL_TASKS, ROOT, SHIPPED_TASKS, TempDirTestCase,
 class AnswerKeyBoundary(unittest.TestCase):
     def test_a_request_carries_the_conversation_so_far_and_nothing_else(self) -> None:
         self.assertEqual(
-            [field.name for field in dataclasses.fields(AgentRequest)],
+            list(fields(AgentRequest)),
             ["task_id", "prompt", "conversation_id", "history", "steps"],
         )
         task = load_task_file(CANONICAL_TASKS).tasks[0]
@@ -41,18 +40,15 @@ class AnswerKeyBoundary(unittest.TestCase):
         tasks = load_task_file(SHIPPED_TASKS).tasks
         answer_keys = [
             tasks,
-            [
-                dataclasses.replace(task, expect=ExpectRefusal(forbidden_tools=("imageman.asset.tag",)))
-                for task in tasks
-            ],
-            [dataclasses.replace(task, expect=ExpectTool("imageman.asset.get", ("assetId",))) for task in tasks],
+            [replace(task, expect=ExpectRefusal(forbidden_tools=("imageman.asset.tag",))) for task in tasks],
+            [replace(task, expect=ExpectTool("imageman.asset.get", ("assetId",))) for task in tasks],
         ]
         seen = []
         for variant in answer_keys:
             stub = StubBackend()
             self.assertIsNone(run_jobs(stub, variant, concurrency=1, on_result=lambda result: None))
             # The conversation id is drawn for each trial: the one part of a request that may differ.
-            seen.append([dataclasses.replace(request, conversation_id="") for request in stub.requests])
+            seen.append([replace(request, conversation_id="") for request in stub.requests])
         self.assertGreater(len(seen[0]), len(tasks), "the conversations took more than one request each")
         self.assertEqual(seen[1], seen[0])
         self.assertEqual(seen[2], seen[0])

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.records import ConfigError, Outputs, Summary
 from harness.reporters.console import say
-from harness.results import render_json, write_atomic
+from harness.results import Staged, render_json, stage
 from harness.text import headline
 
 if TYPE_CHECKING:
@@ -20,27 +20,32 @@ def publish(
 ) -> None:
     """Write the results file and the reports asked for, then say the headline.
 
-    Every report is rendered before any file is written: a bug in one leaves no file behind that claims a pass.
+    Every report is written in full beside its target before any target is replaced: a bug in one leaves no file
+    behind that claims a pass. Each is rendered as it is written, from the entries as they stream by.
     """
-    junit = markdown = page = ""
-    if outputs.junit:
-        from harness.reporters.junit import junit_xml
+    staged: list[Staged] = []
+    try:
+        staged.append(stage(outputs.results, render_json(document)))
+        if outputs.junit:
+            from harness.reporters.junit import junit_xml
 
-        junit = junit_xml(document)
-    if outputs.summary_md:
-        from harness.reporters.jobsummary import job_summary
+            staged.append(stage(outputs.junit, junit_xml(document)))
+        if outputs.html:
+            from harness.reporters.page import html_report
 
-        markdown = job_summary(document, summary, outputs.html)
-    if outputs.html:
-        from harness.reporters.page import html_report
+            baseline = document.get("baseline", {}).get("path", "")
+            staged.append(stage(outputs.html, html_report(document, comparison, baseline)))
+        markdown = ""
+        if outputs.summary_md:
+            from harness.reporters.jobsummary import job_summary
 
-        baseline = document.get("baseline", {}).get("path", "")
-        page = html_report(document, comparison, baseline)
-    write_atomic(outputs.results, render_json(document))
-    if outputs.junit:
-        write_atomic(outputs.junit, [junit])
-    if outputs.html:
-        write_atomic(outputs.html, [page])
+            markdown = job_summary(document, summary, outputs.html)
+    except BaseException:
+        for file in staged:
+            file.discard()
+        raise
+    for file in staged:
+        file.commit()
     for path in outputs.summary_md:
         try:
             with open(path, "a", encoding="utf-8") as f:  # a job summary gathers the sections of every step
@@ -50,12 +55,12 @@ def publish(
     say(headline(summary))
 
 
-def unreachable_reason(document: Mapping[str, Any]) -> str:
-    """Why nothing was evaluated, from the first trial: the agent down, or our credentials or key rejected."""
-    first = document["results"][0]["trialResults"][0]
-    url = document["manifest"]["backendSettings"].get("url", document["manifest"]["backend"])
+def unreachable_reason(manifest: Mapping[str, Any], first: Mapping[str, Any]) -> str:
+    """Why nothing was evaluated, from the first task's entry: the agent down, or our credentials or key rejected."""
+    trial = first["trialResults"][0]
+    url = manifest["backendSettings"].get("url", manifest["backend"])
     reasons = {
-        "reply:key-rejected": first["reason"],
-        "reply:auth": f"{url} rejected the credentials: {first['reason']}",
+        "reply:key-rejected": trial["reason"],
+        "reply:auth": f"{url} rejected the credentials: {trial['reason']}",
     }
-    return reasons.get(first["code"], f"could not reach {url}: {first['reason']}")
+    return reasons.get(trial["code"], f"could not reach {url}: {trial['reason']}")

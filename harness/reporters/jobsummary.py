@@ -12,6 +12,8 @@ from harness.records import Summary
 from harness.results import explaining_trial
 from harness.text import calls_text, headline, percent, printable, transcript
 
+MISSES_LISTED = 100  # tasks that did not pass, listed one by one
+
 
 def job_summary(document: Mapping[str, Any], summary: Summary, html_path: str | None = None) -> str:
     """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called;
@@ -54,22 +56,29 @@ def job_summary(document: Mapping[str, Any], summary: Summary, html_path: str | 
             f"| {_cell(category)} | {count.passed} | {count.total} "
             f"| {percent(Fraction(100 * count.passed, count.total or 1), 1)}% |"
         )
-    misses = [entry for entry in document["results"] if entry["status"] != "pass"]
-    if misses:
-        lines += ["", "### Not passing", ""]
-        for entry in misses:
-            trial = explaining_trial(entry["trialResults"])
-            tally = f", passed {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
-            expects = (
-                f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
-            )  # results from before 0.3 lack it
-            shown = trial or entry["trialResults"][0]
-            lines.append(
-                f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
-                f"`{entry['code']}` {_text(entry['reason'] or '')} — {expects}"
-                f"called {_text(calls_text(shown))}"
-            )
-            lines += [f"{'  ' * (depth + 1)}- {_text(line)}" for depth, line in transcript(shown)]
+    misses = 0
+    for entry in document["results"]:
+        if entry["status"] == "pass":
+            continue
+        misses += 1
+        if misses == 1:
+            lines += ["", "### Not passing", ""]
+        if misses > MISSES_LISTED:
+            continue  # a step's summary is capped at 1 MiB; the results file and the HTML report have every task
+        trial = explaining_trial(entry["trialResults"])
+        tally = f", passed {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
+        expects = (
+            f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
+        )  # results from before 0.3 lack it
+        shown = trial or entry["trialResults"][0]
+        lines.append(
+            f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
+            f"`{entry['code']}` {_text(entry['reason'] or '')} — {expects}"
+            f"called {_text(calls_text(shown))}"
+        )
+        lines += [f"{'  ' * (depth + 1)}- {_text(line)}" for depth, line in transcript(shown)]
+    if misses > MISSES_LISTED:
+        lines.append(f"- … and {misses - MISSES_LISTED} more, in the results file.")
     return "\n".join(lines) + "\n\n"
 
 

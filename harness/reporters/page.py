@@ -100,9 +100,12 @@ CSP = (
 )
 
 
-def html_report(document: Mapping[str, Any], comparison: Comparison | None = None, baseline_name: str = "") -> str:
-    """The page for a results document, with the changes against a baseline when a comparison is given."""
-    return "".join(_page(document, comparison, baseline_name))
+def html_report(
+    document: Mapping[str, Any], comparison: Comparison | None = None, baseline_name: str = ""
+) -> Iterator[str]:
+    """The page for a results document, in pieces as its entries stream by; with the changes against a baseline when
+    a comparison is given."""
+    return _page(document, comparison, baseline_name)
 
 
 def _page(document: Mapping[str, Any], comparison: Comparison | None, baseline_name: str) -> Iterator[str]:
@@ -268,7 +271,7 @@ def _pass_hat_k(document: Mapping[str, Any]) -> Iterator[str]:
 
 def _tasks(document: Mapping[str, Any]) -> Iterator[str]:
     entries = document["results"]
-    categories = list(dict.fromkeys(entry["category"] for entry in entries))
+    categories = list(document["byCategory"])
     yield f'<section id="tasks"><h2>Tasks ({len(entries)})</h2>'
     # The filters need the script: without it they stay hidden, and the table reads as it is.
     yield '<form id="filters" hidden>'

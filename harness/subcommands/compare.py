@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
 from typing import Any
 
+from harness.flags import Parser
+from harness.records import record
 from harness.reporters.console import say
 from harness.results import load_results, partial, render_json, write_atomic
-from harness.settings import Parser, output_path
+from harness.settings import output_path
 from harness.text import percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
@@ -37,7 +38,7 @@ SETTINGS = [
 ]
 
 
-@dataclass(frozen=True)
+@record
 class TaskChange:
     """How one task moved between the baseline and the candidate."""
 
@@ -49,7 +50,7 @@ class TaskChange:
     failure_changed: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     """Everything compare reports: changed settings, per-task changes, pass-rates then and now."""
 

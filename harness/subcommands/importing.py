@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
-from harness.settings import Parser
 from harness.taskfile import FORMAT_VERSION, MAX_BYTES, SLUG
 from harness.text import count, kind, printable
 

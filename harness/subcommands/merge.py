@@ -8,10 +8,11 @@ from decimal import Decimal
 from typing import Any
 
 from harness.config import STEP_SUMMARY, percentage
+from harness.flags import Parser
 from harness.records import ConfigError, Outputs, Summary, Unreachable
 from harness.reporters import publish, unreachable_reason
 from harness.results import load_results, partial, results_document
-from harness.settings import Parser, Sources, output_path
+from harness.settings import Sources, output_path
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -49,7 +50,7 @@ def main(argv: Sequence[str]) -> int:
     )
     publish(document, summary, outputs)
     if summary.exit_code == EXIT_UNREACHABLE:
-        raise Unreachable(unreachable_reason(document))
+        raise Unreachable(unreachable_reason(document["manifest"], document["results"][0]))
     return summary.exit_code
 
 

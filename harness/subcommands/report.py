@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
 from harness.reporters.page import html_report
 from harness.results import load_results, write_atomic
-from harness.settings import Parser, output_path
+from harness.settings import output_path
 from harness.subcommands.compare import compare
 
 
@@ -33,6 +34,6 @@ def main(argv: Sequence[str]) -> int:
             raise ConfigError(f"{where}: {out} is {given}, an input; the page needs a file of its own")
     document = load_results(args.results)
     comparison = compare(load_results(args.baseline), document) if args.baseline else None
-    write_atomic(out, [html_report(document, comparison, args.baseline or "")])
+    write_atomic(out, html_report(document, comparison, args.baseline or ""))
     say(f"wrote {out}")
     return 0

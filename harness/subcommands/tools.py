@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.endpoints import header_line, headers, http_url
+from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
-from harness.settings import Parser, Setting, Sources, number
+from harness.settings import Setting, Sources, number
 from harness.subcommands.mcp_client import HttpSession, StdioSession, fetch_tools
 
 MCP_TIMEOUT = 10.0

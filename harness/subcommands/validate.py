@@ -8,9 +8,10 @@ from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.conversation import UNSCRIPTED
+from harness.flags import Parser
 from harness.records import TaskFile
 from harness.reporters.console import say
-from harness.settings import Parser, Sources
+from harness.settings import Sources
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
 from harness.taskfile import read_task_file

@@ -1,0 +1,51 @@
+"""Records: frozen, compared and hashed by their fields, shown without what they mark, replaced field by field."""
+
+from __future__ import annotations
+
+import unittest
+from typing import Any
+
+from harness.records import FrozenInstanceError, field, fields, record, replace
+
+
+@record
+class Sample:
+    """A record with every kind of field."""
+
+    name: str
+    secret: str = field(default="", repr=False)
+    scratch: Any = field(default=None, compare=False)
+    tags: dict[str, str] = field(default_factory=dict)
+    count: int = 0
+
+
+class Records(unittest.TestCase):
+    def test_a_record_is_frozen_compares_and_hashes_by_its_fields_and_has_no_dict(self) -> None:
+        one = Sample("a", count=2)
+        with self.assertRaises(FrozenInstanceError):
+            one.name = "b"  # type: ignore[misc]
+        with self.assertRaises(AttributeError):
+            del one.count  # type: ignore[misc]
+        self.assertEqual(one, Sample("a", count=2, scratch="ignored by =="))
+        self.assertNotEqual(one, Sample("a", count=3))
+        self.assertEqual(hash(Sample("a", "s", None, (), 1)), hash(Sample("a", "s", "x", (), 1)))
+        self.assertFalse(hasattr(one, "__dict__"))
+        self.assertEqual(fields(Sample), ("name", "secret", "scratch", "tags", "count"))
+
+    def test_repr_leaves_out_what_is_marked_so_and_each_record_gets_its_own_default(self) -> None:
+        shown = repr(Sample("a", secret="sk-do-not-print"))
+        self.assertEqual(shown, "Sample(name='a', scratch=None, tags={}, count=0)")
+        self.assertIsNot(Sample("a").tags, Sample("b").tags)
+
+    def test_replace_changes_the_fields_given_and_refuses_a_field_there_is_not(self) -> None:
+        one = Sample("a", secret="s", count=1)
+        self.assertEqual(replace(one, count=2), Sample("a", secret="s", count=2))
+        self.assertEqual(one.count, 1)
+        with self.assertRaises(TypeError):
+            replace(one, colour="red")
+        with self.assertRaises(TypeError):
+            Sample()  # type: ignore[call-arg]
+
+
+if __name__ == "__main__":
+    unittest.main()
