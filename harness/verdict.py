@@ -27,7 +27,7 @@ def tally(entry: Mapping[str, Any]) -> Tally:
     return Tally(
         entry["id"],
         entry["category"],
-        _shared(tuple(trial["status"] for trial in trials)),
+        tuple(trial["status"] for trial in trials),
         blocking=entry["blocking"],
         violation=entry["violation"] is not None,
         # A conversation that failed after its first step got answers: the agent was reached.
