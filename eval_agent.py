@@ -232,4 +232,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        exit_code = main()
+    except KeyboardInterrupt:  # a second Ctrl-C, after main() had decided
+        exit_code = EXIT_INTERRUPTED
+    finally:
+        # A Ctrl-C while the interpreter winds down (it puts back the default handlers, which kill) must not turn the
+        # exit code into a death by signal.
+        for _signum in (signal.SIGINT, *STOP_SIGNALS):
+            signal.signal(_signum, signal.SIG_IGN)
+    raise SystemExit(exit_code)
