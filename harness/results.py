@@ -364,6 +364,7 @@ def stage(path: str, chunks: Iterable[str]) -> Staged:
         fd, temporary = exclusive_file(os.path.dirname(target), ".eval-", ".tmp")
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    staged = Staged(path, target, temporary)
     try:
         # A lone surrogate from an agent becomes \\udXXX: inside a JSON string, the escape that reads back as it.
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
@@ -371,12 +372,23 @@ def stage(path: str, chunks: Iterable[str]) -> Staged:
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:
-        os.unlink(temporary)
+        staged.discard()
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
-        os.unlink(temporary)
+        staged.discard()
         raise
-    return Staged(path, target, temporary)
+    return staged
+
+
+def commit(staged: Sequence[Staged]) -> None:
+    """Rename each staged file over its target; when one cannot be, the rest are thrown away, not left beside theirs."""
+    for number, file in enumerate(staged):
+        try:
+            file.commit()
+        except BaseException:
+            for rest in staged[number + 1 :]:
+                rest.discard()
+            raise
 
 
 def exclusive_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import io
 import json
@@ -110,6 +111,26 @@ class StreamedEntries(TempDirTestCase):
                     code = eval_agent.main(["--tasks", tasks, "--out", os.path.join(out, "bug.json")])
         self.assertEqual(code, 4, stderr.getvalue())
         self.assertEqual(sorted(os.listdir(out)), ["bug.json", "r.json"])  # no spool, no temporary file
+
+    def test_a_report_that_cannot_be_put_in_place_leaves_no_other_report_half_done_beside_its_target(self) -> None:
+        write_tasks(os.path.join(self.tmp, "tasks.json"), 20)
+        replace, renamed = os.replace, []
+
+        def refuse_the_second(source: str, target: str) -> None:
+            renamed.append(target)
+            if len(renamed) == 2:
+                raise OSError(errno.EACCES, "Permission denied")
+            replace(source, target)
+
+        argv = ["--tasks", os.path.join(self.tmp, "tasks.json"), "--out", os.path.join(self.tmp, "r.json")]
+        argv += ["--junit", os.path.join(self.tmp, "j.xml"), "--html", os.path.join(self.tmp, "r.html")]
+        stderr = io.StringIO()
+        with mock.patch.dict(BACKENDS, {"stub": EchoBackend}), mock.patch("os.replace", refuse_the_second):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+                code = eval_agent.main(argv)
+        self.assertEqual(code, 2, stderr.getvalue())
+        self.assertIn("cannot write", stderr.getvalue())
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["r.json", "tasks.json"])  # no .eval-*.tmp left
 
     def test_the_results_junit_and_html_of_a_run_agree_task_for_task(self) -> None:
         write_tasks(os.path.join(self.tmp, "tasks.json"), 500)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.records import ConfigError, Outputs, Summary
 from harness.reporters.console import say
-from harness.results import Staged, render_json, stage
+from harness.results import Staged, commit, render_json, stage
 from harness.text import headline
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ def publish(
         for file in staged:
             file.discard()
         raise
-    for file in staged:
-        file.commit()
+    commit(staged)
     for path in outputs.summary_md:
         try:
             with open(path, "a", encoding="utf-8") as f:  # a job summary gathers the sections of every step
