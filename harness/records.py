@@ -155,10 +155,21 @@ class Tool:
 
 @record
 class ArgMatch:
-    """The values an argument may take: JSON equality with any of them, strings case-insensitively when asked."""
+    """The values an argument may take: JSON equality with any of them, strings more loosely when asked."""
 
     values: tuple[Any, ...]
     ignore_case: bool = False
+    ignore_punctuation: bool = False  # strings compared case-folded, without whitespace and punctuation
+    optional: bool = False  # the key may be left out; when given, its value must match
+
+
+@record
+class InputSchema:
+    """A tool's inputSchema, read for `checkArgs: "schema"`: every $ref followed, every keyword one it checks."""
+
+    tool: str
+    root: Mapping[str, Any]
+    refs: Mapping[str, Any]  # each $ref as written -> the subschema it points to
 
 
 @record
@@ -179,6 +190,7 @@ class ExpectTool:
     arg_values: Mapping[str, ArgMatch] = field(default_factory=dict)
     forbidden_text: tuple[ForbiddenText, ...] = ()
     turn: int | None = None  # a trajectory step's call must answer this user turn (1 is the prompt)
+    schema: InputSchema | None = None  # with checkArgs "schema": every call to the tool must validate against it
 
     @property
     def steps(self) -> tuple[ExpectTool, ...]:
@@ -186,8 +198,14 @@ class ExpectTool:
         return (self,)
 
     def describe(self) -> str:
-        """`imageman.asset.get(assetId)`: the tool and the argument keys it must get (`in turn 2`, when said)."""
-        call = f"{self.tool}({', '.join(dict.fromkeys((*self.required_args, *self.arg_values)))})"
+        """`imageman.asset.get(assetId)`: the tool and the argument keys it must get (`unit?` when optional, `in turn
+        2` when said)."""
+        valued = [
+            f"{key}?" if match.optional else key
+            for key, match in self.arg_values.items()
+            if key not in self.required_args
+        ]
+        call = f"{self.tool}({', '.join((*self.required_args, *valued))})"
         return call if self.turn is None else f"{call} in turn {self.turn}"
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from harness.leaks import NO_SECRETS, Secrets, strings
-from harness.records import ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Task, ToolCall
+from harness.records import ArgMatch, ExpectRefusal, ExpectTool, ExpectTrajectory, Outcome, Reply, Task, ToolCall
+from harness.schema import check, json_equal, loose
 from harness.text import call_text, count
 
 PASS = Outcome("pass")
@@ -49,8 +49,10 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
             "fail", "tool:no-call", f"expected {wanted}, got {'a refusal' if reply.refused else 'no tool call'}"
         )
     if isinstance(expect, ExpectTrajectory):
-        return _score_trajectory(expect, reply.tool_calls)
-    return _score_tool(expect, reply.tool_calls)
+        outcome = _score_trajectory(expect, reply.tool_calls)
+    else:
+        outcome = _score_tool(expect, reply.tool_calls)
+    return _score_schemas(expect.steps, reply.tool_calls) if outcome is PASS else outcome
 
 
 def _leak(task: Task, reply: Reply, secrets: Secrets) -> Outcome | None:
@@ -95,7 +97,19 @@ def _score_tool(expect: ExpectTool, calls: Sequence[ToolCall]) -> Outcome:
 
 
 def _missing_count(expect: ExpectTool, call: ToolCall) -> int:
-    return sum(key not in call.args for key in (*expect.required_args, *expect.arg_values))
+    required, valued = _missing(expect, call)
+    return len(required) + len(valued)
+
+
+def _missing(expect: ExpectTool, call: ToolCall) -> tuple[list[str], list[str]]:
+    """The required keys the call left out, and the keys expected with a value (not optional) it left out."""
+    required = [key for key in expect.required_args if key not in call.args]
+    valued = [
+        key
+        for key, match in expect.arg_values.items()
+        if not match.optional and key not in call.args and key not in expect.required_args
+    ]
+    return required, valued
 
 
 # Of several calls to the expected tool, the nearest miss explains the failure best.
@@ -108,34 +122,53 @@ def call_problem(expect: ExpectTool, call: ToolCall) -> tuple[str, str] | None:
         return "trajectory:turn", f"{expect.tool} was called in turn {call.turn}, expected in turn {expect.turn}"
     if call.args_error is not None:
         return "tool:bad-args", f"{expect.tool} {call.args_error}"
-    missing = [key for key in (*expect.required_args, *expect.arg_values) if key not in call.args]
-    if missing:
-        return "tool:missing-args", f"{expect.tool} is missing required args: {', '.join(dict.fromkeys(missing))}"
+    required, valued = _missing(expect, call)
+    if required or valued:
+        said = [f"required args: {', '.join(required)}"] if required else []
+        said += [f"args expected with a value: {', '.join(valued)}"] if valued else []
+        return "tool:missing-args", f"{expect.tool} is missing {'; '.join(said)}"
     for key, match in expect.arg_values.items():
+        if key not in call.args:
+            continue  # an optional key left out
         value = call.args[key]
-        if not any(json_equal(value, accepted, match.ignore_case) for accepted in match.values):
+        if not any(json_equal(value, accepted, _fold(match)) for accepted in match.values):
             accepted = " or ".join(json.dumps(v, ensure_ascii=False) for v in match.values)
-            case = " (ignoring case)" if match.ignore_case else ""
+            loosely = (
+                " (ignoring case, spaces and punctuation)"
+                if match.ignore_punctuation
+                else " (ignoring case)"
+                if match.ignore_case
+                else ""
+            )
             return (
                 "tool:wrong-value",
-                f"{expect.tool} {key} is {json.dumps(value, ensure_ascii=False)}, expected {accepted}{case}",
+                f"{expect.tool} {key} is {json.dumps(value, ensure_ascii=False)}, expected {accepted}{loosely}",
             )
     return None
 
 
-def json_equal(a: Any, b: Any, ignore_case: bool = False) -> bool:
-    """JSON equality: 1 equals 1.0 but never true; strings compared case-insensitively when asked."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, str) and isinstance(b, str):
-        return a.casefold() == b.casefold() if ignore_case else a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y, ignore_case) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k], ignore_case) for k in a)
-    return a is None and b is None
+def _fold(match: ArgMatch) -> Callable[[str], str] | None:
+    return loose if match.ignore_punctuation else str.casefold if match.ignore_case else None
+
+
+def _score_schemas(steps: Sequence[ExpectTool], calls: Sequence[ToolCall]) -> Outcome:
+    """With checkArgs "schema", every call to an expected tool validates against its inputSchema, not just one."""
+    schemas = {step.tool: step.schema for step in steps if step.schema is not None}
+    if not schemas:
+        return PASS
+    for call in calls:
+        schema = schemas.get(call.name)
+        if schema is None:
+            continue
+        if call.args_error is not None:
+            return Outcome("fail", "tool:bad-args", f"{call.name} {call.args_error}")
+        problem = check(schema, call.args)
+        if problem is not None:
+            same = [other for other in calls if other.name == call.name]
+            number = next(i for i, other in enumerate(same, 1) if other is call)
+            which = f" (call {number} of {len(same)} to it)" if len(same) > 1 else ""
+            return Outcome("fail", "tool:schema", problem + which)
+    return PASS
 
 
 def _score_trajectory(expect: ExpectTrajectory, calls: Sequence[ToolCall]) -> Outcome:

@@ -8,7 +8,7 @@ import re
 import sys
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.records import (
     DEFAULT_MAX_STEPS,
@@ -19,22 +19,26 @@ from harness.records import (
     ExpectTool,
     ExpectTrajectory,
     ForbiddenText,
+    InputSchema,
     Task,
     TaskFile,
     Tool,
     ToolScript,
     replace,
 )
-from harness.text import count, kind, lone_surrogate, sha256_hex
+from harness.schema import check_value, compile_schema
+from harness.text import clip, count, kind, lone_surrogate, sha256_hex
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("version", "system", "tools", "toolResults", "tasks")
+TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "tasks")
 TASK_KEYS = ("id", "category", "prompt", "turns", "toolResults", "maxSteps", "expect", "blocking", "comment")
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText")
-EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs")
+EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
-ARG_MATCH_KEYS = ("anyOf", "ignoreCase")
+ARG_MATCH_KEYS = ("anyOf", "ignoreCase", "ignorePunctuation", "optional")
+# How calls to an expected tool are checked: the keys and values the task names, or against the tool's inputSchema too.
+CHECK_ARGS = ("keys", "schema")
 ORDERS = ("in-order", "exact", "any-order")
 MAX_STEPS = 100  # the most a task's maxSteps may be
 # `$$` is a dollar, `${NAME}` a placeholder; any other `${` (unclosed, empty, a bad name) is a problem, never sent.
@@ -48,6 +52,7 @@ FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
 TASK_PATH = re.compile(r"tasks\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+E = TypeVar("E", ExpectTool, ExpectTrajectory)
 NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or argument values; never changed
 
 
@@ -154,6 +159,9 @@ class _Checker:
         # Tools already reported as broken: tasks naming them get no second, cascading problem.
         self.broken_tools: set[str] = set()
         self.tools_unreadable = False
+        self.check_args = "keys"  # the file's checkArgs: every task's, unless its expect says otherwise
+        self.tool_paths: dict[str, str] = {}  # a tool's name -> its JSON path, for problems found in its schema later
+        self.schemas: dict[str, InputSchema | None] = {}  # compiled once per tool, None when it cannot be checked
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
@@ -242,6 +250,7 @@ class _Checker:
         tools = self.tools(data.get("tools"))
         by_name = {tool.name: tool for tool in tools}
         defaults = self.tool_results(data.get("toolResults", {}), "toolResults", by_name) or {}
+        self.check_args = self.check_args_mode(data.get("checkArgs", "keys"), "checkArgs") or "keys"
         tasks = self.tasks(data.get("tasks"), by_name, defaults)
         return tools, tasks
 
@@ -265,6 +274,7 @@ class _Checker:
                 )
                 continue
             first_seen[tool.name] = path
+            self.tool_paths[tool.name] = path
             tools.append(tool)
         return tuple(tools)
 
@@ -363,6 +373,8 @@ class _Checker:
         definition = {key: value for key, value in item.items() if key != "comment"}
         if defaults:  # the file's defaults are part of what the task plays back
             definition["toolResults"] = {name: list(script.results) for name, script in tool_results.items()}
+        if self.check_args != "keys" and expect.steps and "checkArgs" not in item["expect"]:
+            definition["expect"] = {**item["expect"], "checkArgs": self.check_args}  # the file's, as it judges the task
         return Task(
             id=task_id,
             category=sys.intern(category),
@@ -449,7 +461,8 @@ class _Checker:
                 return None
             return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
         if "trajectory" in value:
-            return self.trajectory(value, path, tools, turns)
+            trajectory = self.trajectory(value, path, tools, turns)
+            return trajectory and self.with_schemas(trajectory, value, path, tools)
         if "tool" not in value:
             self.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_TRAJECTORY_KEYS + EXPECT_REFUSAL_KEYS, path)
             self.problem(path, f"expected {shapes}")
@@ -459,7 +472,59 @@ class _Checker:
         forbidden = self.forbidden_tools(value, path, tools, expected=(value.get("tool"),))
         if step is None or forbidden is None:
             return None
-        return ExpectTool(step.tool, step.required_args, forbidden, step.arg_values)
+        expect = ExpectTool(step.tool, step.required_args, forbidden, step.arg_values)
+        return self.with_schemas(expect, value, path, tools)
+
+    def check_args_mode(self, value: Any, path: str) -> str | None:
+        if value not in CHECK_ARGS:
+            self.problem(
+                path,
+                f'expected "schema" (check every call against the tool\'s inputSchema) or "keys", got {kind(value)}',
+            )
+            return None
+        return str(value)
+
+    def with_schemas(self, expect: E, value: dict[str, Any], path: str, tools: dict[str, Tool]) -> E | None:
+        """The expectation, each step with its tool's schema when checkArgs (the task's, or the file's) is "schema"."""
+        mode = (
+            self.check_args_mode(value["checkArgs"], f"{path}.checkArgs") if "checkArgs" in value else self.check_args
+        )
+        if mode != "schema":
+            return expect if mode else None
+        steps = []
+        for j, step in enumerate(expect.steps):
+            schema = self.schema(tools[step.tool])
+            if schema is None:
+                return None
+            where = f"{path}.trajectory[{j}]" if isinstance(expect, ExpectTrajectory) else path
+            self.accepted_values(step, schema, where)
+            steps.append(replace(step, schema=schema))
+        if isinstance(expect, ExpectTrajectory):
+            return replace(expect, steps=tuple(steps))
+        return steps[0]  # type: ignore[return-value]
+
+    def schema(self, tool: Tool) -> InputSchema | None:
+        """The tool's inputSchema ready to check calls; its problems are said once, at the tool's own path."""
+        if tool.name not in self.schemas:
+            schema, problems = compile_schema(tool.name, tool.input_schema)
+            for where, message in problems:
+                self.problem(f"{self.tool_paths[tool.name]}.inputSchema.{where}".rstrip("."), message)
+            self.schemas[tool.name] = schema
+        return self.schemas[tool.name]
+
+    def accepted_values(self, step: ExpectTool, schema: InputSchema, path: str) -> None:
+        """An accepted value the tool's schema rejects can never pass: say so now, not after a run of failures."""
+        for key, match in step.arg_values.items():
+            if match.ignore_case or match.ignore_punctuation:
+                continue  # a loosely matched value need not be written as the tool takes it
+            for accepted in match.values:
+                problem = check_value(schema, key, accepted)
+                if problem is not None:
+                    self.problem(
+                        f"{path}.argValues.{key}",
+                        f"the accepted value {clip(json.dumps(accepted, ensure_ascii=False), 60)} can never pass "
+                        f'with checkArgs "schema": {problem}',
+                    )
 
     def trajectory(
         self, value: dict[str, Any], path: str, tools: dict[str, Tool], turns: int
@@ -516,14 +581,14 @@ class _Checker:
                     f"{path}.requiredArgs[{j}]",
                     f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}",
                 )
-        arg_values = self.arg_values(value.get("argValues", {}), f"{path}.argValues", tool, properties)
+        arg_values = self.arg_values(value.get("argValues", {}), f"{path}.argValues", tool, properties, required)
         if tool is None or arg_values is None:
             return None
         # Names repeat from task to task: one copy of each serves them all.
         return ExpectTool(tool=tool.name, required_args=tuple(map(sys.intern, required)), arg_values=arg_values)
 
     def arg_values(
-        self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any]
+        self, value: Any, path: str, tool: Tool | None, properties: dict[str, Any], required: list[str]
     ) -> dict[str, ArgMatch] | None:
         if not isinstance(value, dict):
             self.problem(path, 'expected an object of argument names to accepted values: {"format": ["webp"]}')
@@ -537,19 +602,27 @@ class _Checker:
                     where, f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{_hint(key, properties)}"
                 )
                 continue
-            ignore_case = False
+            options = {"ignoreCase": False, "ignorePunctuation": False, "optional": False}
             if isinstance(accepted, dict):
                 self.unknown_keys(accepted, ARG_MATCH_KEYS, where)
-                ignore_case = accepted.get("ignoreCase", False)
-                if not isinstance(ignore_case, bool):
-                    self.problem(f"{where}.ignoreCase", f"expected true or false, got {kind(ignore_case)}")
+                for option in options:
+                    options[option] = accepted.get(option, False)
+                    if not isinstance(options[option], bool):
+                        self.problem(f"{where}.{option}", f"expected true or false, got {kind(options[option])}")
                 accepted = accepted.get("anyOf")
             if not isinstance(accepted, list) or not accepted:
                 self.problem(
                     where, 'expected a non-empty list of accepted values, or {"anyOf": [...], "ignoreCase": true}'
                 )
                 continue
-            matches[key] = ArgMatch(tuple(accepted), ignore_case is True)
+            if options["optional"] is True and key in required:
+                self.problem(f"{where}.optional", f"{json.dumps(key)} is in requiredArgs too, which makes it required")
+            matches[key] = ArgMatch(
+                tuple(accepted),
+                ignore_case=options["ignoreCase"] is True,
+                ignore_punctuation=options["ignorePunctuation"] is True,
+                optional=options["optional"] is True,
+            )
         return (matches or NOTHING) if len(self.problems) == problems else None
 
     def forbidden_text(self, expect: Any, path: str, task_id: str) -> tuple[ForbiddenText, ...]:

@@ -75,6 +75,28 @@ class Validate(TempDirTestCase):
         self.assertIn("imageman.asset.tag      1         1", stdout)
         self.assertIn("ping                    1         2", stdout)
 
+    def test_with_check_args_every_schema_keyword_it_cannot_check_is_a_problem(self) -> None:
+        data = canonical_task_data()
+        data["checkArgs"] = "schema"
+        data["tools"][0]["inputSchema"]["properties"]["tags"]["nullable"] = True
+        data["tools"][1]["inputSchema"]["properties"]["assetId"]["if"] = {"minLength": 1}
+        tasks = self.write_json("checked.json", data)
+        stdout, _, code = run_cli("validate", "--tasks", tasks)
+        self.assertEqual(code, 2)
+        self.assertEqual(
+            stdout.splitlines(),
+            [
+                f'{tasks}: tools[0].inputSchema.properties.tags.nullable: unsupported keyword "nullable": checkArgs'
+                ' "schema" cannot check it (OpenAPI\'s; write "type": [..., "null"])',
+                f'{tasks}: tools[1].inputSchema.properties.assetId.if: unsupported keyword "if": checkArgs "schema"'
+                " cannot check it",
+                "2 problems: not a valid task file",
+            ],
+        )
+        del data["checkArgs"]  # off, the same schemas are only what the agent is shown
+        stdout, _, code = run_cli("validate", "--tasks", self.write_json("unchecked.json", data))
+        self.assertEqual(code, 0, stdout)
+
 
 class Placeholders(TempDirTestCase):
     def test_placeholders_expand_from_the_environment_and_a_double_dollar_is_a_dollar(self) -> None:
@@ -222,6 +244,12 @@ class McpServers(TempDirTestCase):
             0,
             "the output pastes into a task file",
         )
+        data["checkArgs"] = "schema"
+        self.assertEqual(
+            run_cli("validate", "--tasks", self.write_json("checked.json", data))[2],
+            0,
+            "and checkArgs reads the SDK's schemas (anyOf with null, defaults, titles)",
+        )
 
     def test_tools_over_streamable_http(self) -> None:
         stdout, stderr, code = run_cli("tools", "--mcp-url", self.url)
@@ -254,6 +282,21 @@ class McpServers(TempDirTestCase):
                 stdout, _, code = run_cli("validate", "--tasks", self.tasks(), *source)
                 self.assertEqual(code, 1)
                 self.assertEqual(stdout.splitlines()[-5:], expected)
+
+    def test_with_check_args_a_live_schema_the_checker_cannot_read_is_drift(self) -> None:
+        with open(self.tasks(), encoding="utf-8") as f:
+            data = json.load(f)
+        data["checkArgs"] = "schema"
+        tasks = self.write_json("checked.json", data)
+        stdout, _, code = run_cli("validate", "--tasks", tasks, "--mcp-url", self.changed_url)
+        self.assertEqual(code, 1)
+        self.assertEqual(
+            stdout.splitlines()[-1],
+            '  imageman.transform.url: checkArgs "schema" cannot check the server\'s inputSchema.properties.format.not:'
+            ' unsupported keyword "not": checkArgs "schema" cannot check it',
+        )
+        stdout, _, code = run_cli("validate", "--tasks", tasks, "--mcp-url", self.url)
+        self.assertEqual((code, stdout.splitlines()[-1]), (0, "live surface: 0 differences from the task file"))
 
 
 class McpMisbehaviour(TempDirTestCase):

@@ -19,6 +19,7 @@ from harness.records import (
     Task,
     ToolCall,
 )
+from harness.schema import compile_schema, loose
 from harness.scoring import json_equal, score
 
 GET = ExpectTool("imageman.asset.get", ("assetId",))
@@ -198,6 +199,15 @@ class ScoreProperties(unittest.TestCase):
             self.assertTrue(outcome.code and outcome.reason)
 
 
+WEATHER = ExpectTool("weather.get", ("city",), arg_values={"unit": ArgMatch(("celsius", "c"), optional=True)})
+PLACE = ExpectTool(
+    "places.find",
+    arg_values={
+        "city": ArgMatch(("New York, NY",), ignore_punctuation=True),
+        "stops": ArgMatch((["Penn St", "Grand Central"],), ignore_punctuation=True),
+        "where": ArgMatch(({"zip": "10001"},), ignore_punctuation=True),
+    },
+)
 URL = ExpectTool(
     "imageman.transform.url",
     ("assetId",),
@@ -254,7 +264,80 @@ ARG_VALUES = [
         "a valued key that is missing is a missing arg",
         URL,
         Reply((call("imageman.transform.url", assetId="a", width=800, fit="cover"),)),
-        Outcome("fail", "tool:missing-args", "imageman.transform.url is missing required args: format"),
+        Outcome("fail", "tool:missing-args", "imageman.transform.url is missing args expected with a value: format"),
+    ),
+    (
+        "required keys and valued keys missing are named apart",
+        URL,
+        Reply((call("imageman.transform.url", width=800, fit="cover"),)),
+        Outcome(
+            "fail",
+            "tool:missing-args",
+            "imageman.transform.url is missing required args: assetId; args expected with a value: format",
+        ),
+    ),
+    (
+        "optional: a key left out passes",
+        WEATHER,
+        Reply((call("weather.get", city="Paris"),)),
+        Outcome("pass"),
+    ),
+    (
+        "optional: a key given must match",
+        WEATHER,
+        Reply((call("weather.get", city="Paris", unit="kelvin"),)),
+        Outcome("fail", "tool:wrong-value", 'weather.get unit is "kelvin", expected "celsius" or "c"'),
+    ),
+    (
+        "optional: a key given with an accepted value passes",
+        WEATHER,
+        Reply((call("weather.get", city="Paris", unit="c"),)),
+        Outcome("pass"),
+    ),
+    (
+        "ignorePunctuation: commas, dots and spaces do not count, nor does case",
+        PLACE,
+        Reply((call("places.find", city="new york ny", stops=["Penn St.", "Grand-Central"], where={"zip": "10001"}),)),
+        Outcome("pass"),
+    ),
+    (
+        "ignorePunctuation: inside lists and objects too",
+        PLACE,
+        Reply(
+            (call("places.find", city="New York, NY.", stops=["penn st", "grand central"], where={"zip": "100 01"}),)
+        ),
+        Outcome("pass"),
+    ),
+    (
+        "ignorePunctuation: letters and digits still count, named as such",
+        PLACE,
+        Reply((call("places.find", city="New York City", stops=["Penn St.", "Grand-Central"], where={"zip": "1"}),)),
+        Outcome(
+            "fail",
+            "tool:wrong-value",
+            'places.find city is "New York City", expected "New York, NY" (ignoring case, spaces and punctuation)',
+        ),
+    ),
+    (
+        "ignorePunctuation: a symbol other than ^ ` | ~ still counts",
+        ExpectTool("places.find", arg_values={"city": ArgMatch(("C",), ignore_punctuation=True)}),
+        Reply((call("places.find", city="C++"),)),
+        Outcome(
+            "fail",
+            "tool:wrong-value",
+            'places.find city is "C++", expected "C" (ignoring case, spaces and punctuation)',
+        ),
+    ),
+    (
+        "ignorePunctuation: a different shape never matches",
+        PLACE,
+        Reply((call("places.find", city="New York, NY", stops="Penn St., Grand-Central", where={"zip": "10001"}),)),
+        Outcome(
+            "fail",
+            "tool:wrong-value",
+            'places.find stops is "Penn St., Grand-Central", expected ["Penn St", "Grand Central"] (ignoring case,'
+            " spaces and punctuation)",
+        ),
     ),
     (
         "any one call with the right values passes",
@@ -373,7 +456,109 @@ TRAJECTORIES = [
 ]
 
 
+RESIZE_SCHEMA, _ = compile_schema(
+    "imageman.transform.url",
+    {
+        "type": "object",
+        "properties": {
+            "assetId": {"type": "string"},
+            "width": {"type": "integer"},
+            "format": {"enum": ["webp", "png"]},
+        },
+        "required": ["assetId"],
+    },
+)
+RESIZE = ExpectTool(
+    "imageman.transform.url", ("assetId",), arg_values={"width": ArgMatch((800,))}, schema=RESIZE_SCHEMA
+)
+RESIZE_STEP = ExpectTool("imageman.transform.url", ("assetId",), schema=RESIZE_SCHEMA)
+
+# (name, expectation, reply, outcome) with checkArgs "schema"
+SCHEMA_CHECKS = [
+    (
+        "a call that validates passes; extra arguments are fine",
+        RESIZE,
+        Reply((call("imageman.transform.url", assetId="a", width=800, format="webp", quality=80),)),
+        Outcome("pass"),
+    ),
+    (
+        "800.0 is an integer",
+        RESIZE,
+        Reply((call("imageman.transform.url", assetId="a", width=800.0),)),
+        Outcome("pass"),
+    ),
+    (
+        "a value outside the enum fails with its path",
+        RESIZE,
+        Reply((call("imageman.transform.url", assetId="a", width=800, format="gif"),)),
+        Outcome("fail", "tool:schema", 'imageman.transform.url format: expected one of "webp", "png", got "gif"'),
+    ),
+    (
+        "every call to the expected tool must validate, not just one",
+        RESIZE,
+        Reply(
+            (
+                call("imageman.transform.url", assetId="a", width=800),
+                call("imageman.transform.url", assetId=7, width=800),
+            )
+        ),
+        Outcome("fail", "tool:schema", "imageman.transform.url assetId: expected string, got 7 (call 2 of 2 to it)"),
+    ),
+    (
+        "the task's own checks speak first",
+        RESIZE,
+        Reply((call("imageman.transform.url", assetId="a", width="800"),)),
+        Outcome("fail", "tool:wrong-value", 'imageman.transform.url width is "800", expected 800'),
+    ),
+    (
+        "a trajectory's steps are checked",
+        trajectory("in-order", SEARCH, RESIZE_STEP),
+        Reply((S, call("imageman.transform.url", assetId="a", width="800"))),
+        Outcome("fail", "tool:schema", 'imageman.transform.url width: expected integer, got "800"'),
+    ),
+    (
+        "calls to tools the task does not expect are not checked",
+        RESIZE_STEP,
+        Reply((call("imageman.asset.search", query=5), call("imageman.transform.url", assetId="a"))),
+        Outcome("pass"),
+    ),
+    (
+        "arguments that are not JSON cannot validate",
+        RESIZE_STEP,
+        Reply(
+            (
+                call("imageman.transform.url", assetId="a"),
+                ToolCall("imageman.transform.url", {}, args_error="arguments are not JSON: {"),
+            )
+        ),
+        Outcome("fail", "tool:bad-args", "imageman.transform.url arguments are not JSON: {"),
+    ),
+    (
+        "without a schema (checkArgs keys) nothing is checked beyond the keys",
+        ExpectTool("imageman.transform.url", ("assetId",)),
+        Reply((call("imageman.transform.url", assetId=7, width="800"),)),
+        Outcome("pass"),
+    ),
+]
+
+
 class ArgValuesAndTrajectories(TabledScoring):
+    def test_schema_checks_score_as_tabled(self) -> None:
+        self.assert_scored_as_tabled(SCHEMA_CHECKS)
+
+    def test_loose_strings_drop_case_spaces_punctuation_and_four_ascii_symbols(self) -> None:
+        for text, folded in [
+            ("New York, NY", "newyorkny"),
+            ("units.", "units"),
+            ("a^b`c|d~e", "abcde"),
+            ("¡Olé! «Straße»\u00a0\u2003x", "oléstrassex"),
+            ("Ole\u0301", "olé"),
+            ("C++ <= $5", "c++<=$5"),
+            ("\t2024-04-01\n", "20240401"),
+        ]:
+            with self.subTest(text):
+                self.assertEqual(loose(text), folded)
+
     def test_argument_values_score_as_tabled(self) -> None:
         self.assert_scored_as_tabled(ARG_VALUES)
 
@@ -381,7 +566,7 @@ class ArgValuesAndTrajectories(TabledScoring):
         self.assert_scored_as_tabled(TRAJECTORIES)
 
     def test_json_equality(self) -> None:
-        self.assertTrue(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}, ignore_case=True))
+        self.assertTrue(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}, str.casefold))
         self.assertFalse(json_equal({"a": [1, "X"]}, {"a": [1.0, "x"]}))
         self.assertFalse(json_equal(0, False))
         self.assertFalse(json_equal(None, 0))
@@ -393,6 +578,7 @@ class Describe(unittest.TestCase):
         for expect, text in [
             (GET, "imageman.asset.get(assetId)"),
             (URL, "imageman.transform.url(assetId, format, width, fit)"),
+            (WEATHER, "weather.get(city, unit?)"),
             (REFUSE, "a refusal"),
             (trajectory("in-order", SEARCH, TAG_STEP), "imageman.asset.search(), then imageman.asset.tag(tags)"),
             (trajectory("exact", SEARCH, TAG_STEP), "exactly imageman.asset.search(), then imageman.asset.tag(tags)"),

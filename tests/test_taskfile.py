@@ -104,6 +104,73 @@ class ForbiddenTextPlaceholders(unittest.TestCase):
         self.assertEqual(load_task_file(self.PATH, {"EVAL_TEST_CANARY": "canary-2"}).tasks[1].sha256, one)
 
 
+def check_args_file(top: str | None = None, task: str | None = None) -> dict[str, Any]:
+    """A task file with a tool whose schema checkArgs can read, and one it cannot (a `nullable`)."""
+    doc: dict[str, Any] = {
+        "version": 1,
+        "tools": [
+            {
+                "name": "resize",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"width": {"type": "integer"}, "unit": {"enum": ["px", "%"]}},
+                    "required": ["width"],
+                },
+            },
+            {"name": "legacy", "inputSchema": {"type": "object", "properties": {"q": {"nullable": True}}}},
+        ],
+        "tasks": [
+            {"id": "resize", "category": "c", "prompt": "p", "expect": {"tool": "resize", "requiredArgs": ["width"]}},
+            {"id": "flow", "category": "c", "prompt": "p", "expect": {"trajectory": ["resize", "resize"]}},
+            {"id": "legacy", "category": "c", "prompt": "p", "expect": {"tool": "legacy", "checkArgs": "keys"}},
+            {"id": "no", "category": "c", "prompt": "p", "expect": {"refusal": True}},
+        ],
+    }
+    if top is not None:
+        doc["checkArgs"] = top
+    if task is not None:
+        doc["tasks"][0]["expect"]["checkArgs"] = task
+    return doc
+
+
+class CheckArgs(TempDirTestCase):
+    def load(self, doc: dict[str, Any]) -> list[Any]:
+        return list(load_task_file(self.write_json("tasks.json", doc)).tasks)
+
+    def test_off_by_default_so_existing_files_mean_what_they_meant(self) -> None:
+        for task in [*self.load(check_args_file()), *load_task_file(CANONICAL_TASKS).tasks]:
+            with self.subTest(task.id):
+                self.assertTrue(all(step.schema is None for step in task.expect.steps))
+
+    def test_the_file_level_setting_checks_every_task_but_those_that_say_keys(self) -> None:
+        resize, flow, legacy, _ = self.load(check_args_file(top="schema"))
+        self.assertEqual(resize.expect.schema.tool, "resize")
+        self.assertEqual([step.schema.tool for step in flow.expect.steps], ["resize", "resize"])
+        self.assertIsNone(legacy.expect.schema)  # its tool's schema cannot be checked, and need not be
+
+    def test_a_task_level_setting_checks_that_task_alone(self) -> None:
+        resize, flow, _, _ = self.load(check_args_file(task="schema"))
+        self.assertEqual(resize.expect.schema.tool, "resize")
+        self.assertIsNone(flow.expect.steps[0].schema)
+
+    def test_a_schema_that_cannot_be_checked_is_an_error_only_where_it_is_checked(self) -> None:
+        doc = check_args_file(top="schema")
+        doc["tasks"][2]["expect"]["checkArgs"] = "schema"
+        with self.assertRaises(ConfigError) as caught:
+            self.load(doc)
+        self.assertIn(
+            'tools[1].inputSchema.properties.q.nullable: unsupported keyword "nullable"', str(caught.exception)
+        )
+
+    def test_the_hash_counts_the_file_level_setting_as_the_task_level_one(self) -> None:
+        plain = self.load(check_args_file())[0].sha256
+        top = self.load(check_args_file(top="schema"))[0].sha256
+        own = self.load(check_args_file(task="schema"))[0].sha256
+        self.assertNotEqual(plain, top)
+        self.assertEqual(top, own)
+        self.assertEqual(self.load(check_args_file(top="keys"))[0].sha256, plain)
+
+
 class HostileTaskFiles(TempDirTestCase):
     """Task files made to break a reader: each is one line naming the file and what is wrong, never a traceback."""
 

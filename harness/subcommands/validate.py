@@ -11,6 +11,7 @@ from harness.conversation import UNSCRIPTED
 from harness.flags import Parser
 from harness.records import TaskFile
 from harness.reporters.console import say
+from harness.schema import compile_schema
 from harness.settings import Sources
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
@@ -131,4 +132,12 @@ def drift(task_file: TaskFile, live: Sequence[Mapping[str, Any]]) -> list[str]:
                         f"tasks[{index}] ({task.id}): the server now requires {key} of {step.tool}, "
                         "which the task does not supply"
                     )
+    checked = dict.fromkeys(step.tool for task in task_file.tasks for step in task.expect.steps if step.schema)
+    for name in checked:
+        if name in server:
+            _, problems = compile_schema(name, server[name].get("inputSchema") or {})
+            differences += [
+                f'{name}: checkArgs "schema" cannot check the server\'s inputSchema.{where}: {message}'
+                for where, message in problems
+            ]
     return differences

@@ -5,8 +5,10 @@ Usage: imageman_server.py [--http PORT] [--changed]
 """
 
 import sys
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 server = MCPServer("imageman")
 changed = "--changed" in sys.argv
@@ -17,8 +19,11 @@ if changed:
     def asset_get(asset_id: str) -> str:
         return asset_id
 
+    # A keyword the checkArgs "schema" checker does not read: validate says so for a task file that checks this tool.
+    NotGif = Annotated[str, Field(json_schema_extra={"not": {"const": "gif"}})]
+
     @server.tool(name="imageman.transform.url", description="Build a CDN URL with transformations.")
-    def transform_url(assetId: str, width: int, format: str = "auto") -> str:
+    def transform_url(assetId: str, width: int, format: NotGif = "auto") -> str:
         return assetId
 
 else:
