@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
+import tempfile
 import unittest
 
 from backends import BACKEND, BACKENDS
 from harness.config import RUN_SETTINGS
 from harness.settings import described
-from tests.support import ROOT
+from tests.support import ROOT, clean_env, run_cli
 
 TABLE_HEAD = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
 
@@ -49,6 +52,33 @@ class Readme(unittest.TestCase):
             with self.subTest(task_id):
                 start = readme.index(f'```json\n{{\n  "id": "{task_id}"') + len("```json\n")
                 self.assertEqual(json.loads(readme[start : readme.index("```", start)]), shipped[task_id])
+
+    def test_the_argument_checks_example_runs_as_shown(self) -> None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        section = readme[readme.index("**An example that runs.**") : readme.index("### Porting an evalset")]
+        task_file, agent, shown = (
+            section[start + len(fence) : section.index("```", start + len(fence))]
+            for fence in ("```json\n", "```python\n", "```\n$ ")
+            for start in [section.index(fence)]
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in (("weather-tasks.json", task_file), ("weather_agent.py", agent)):
+                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                    f.write(text)
+            command = shown.splitlines()[0]
+            self.assertEqual(
+                command, 'EVAL_AGENT_CMD="python3 weather_agent.py" python3 eval_agent.py --tasks weather-tasks.json'
+            )
+            stdout, stderr, code = run_cli(
+                "--tasks",
+                "weather-tasks.json",
+                env=clean_env(EVAL_AGENT_CMD=f"{sys.executable} weather_agent.py"),
+                cwd=tmp,
+            )
+        self.assertEqual((stderr, code), ("", 1))
+        timing = re.compile(r"  \d+(\.\d+)?ms")
+        self.assertEqual(timing.sub("", stdout).splitlines(), timing.sub("", shown).splitlines()[1:])
 
     def test_every_setting_is_in_the_table(self) -> None:
         table = "\n".join(settings_table())
