@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
@@ -78,7 +79,7 @@ def compile_schema(tool: str, root: Mapping[str, Any]) -> tuple[InputSchema | No
     if not walk.problems:
         loop = _ref_loop(walk.locations, refs)
         if loop is not None:
-            walk.problems.append((_dotted(loop), "this $ref leads back to itself without reading into the arguments"))
+            walk.problems.append(loop)
     return (None if walk.problems else InputSchema(tool, root, refs)), walk.problems
 
 
@@ -162,8 +163,8 @@ class _Walk:
         elif keyword != "const":  # a bound: minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf
             if isinstance(value, bool) and keyword.startswith("exclusive"):
                 self.problem(where, f"the draft-04 form (true or false) is not supported; write {keyword}: NUMBER")
-            elif not _number(value) or (keyword == "multipleOf" and value <= 0):
-                wanted = "a number above 0" if keyword == "multipleOf" else "a number"
+            elif not _number(value) or not _finite(value) or (keyword == "multipleOf" and value <= 0):
+                wanted = "a number above 0" if keyword == "multipleOf" else "a finite number"
                 self.problem(where, f"expected {wanted}, got {_shown(value)}")
 
     def pattern(self, value: Any, where: tuple[str, ...]) -> None:
@@ -189,12 +190,16 @@ def _resolve(ref: str, locations: Mapping[tuple[str, ...], Any]) -> Any:
     return locations[path]
 
 
-def _ref_loop(locations: Mapping[tuple[str, ...], Any], refs: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """A $ref that comes back to where it started through $refs and allOf/anyOf/oneOf alone: a check never ends."""
+def _ref_loop(locations: Mapping[tuple[str, ...], Any], refs: Mapping[str, Any]) -> Problem | None:
+    """$refs and allOf/anyOf/oneOf that come back where they started without reading into the arguments (a check
+    would never end), or that lead further than a check follows."""
     place = {id(node): path for path, node in locations.items() if isinstance(node, dict)}
     state: dict[int, str] = {}
 
-    def visit(node: dict[str, Any]) -> tuple[str, ...] | None:
+    def visit(node: dict[str, Any], depth: int, start: str) -> Problem | None:
+        where = _dotted((*place[id(node)], "$ref") if "$ref" in node else place[id(node)])
+        if depth > MAX_DEPTH:
+            return start, f"$ref, allOf, anyOf and oneOf lead more than {MAX_DEPTH} schemas deep from here"
         state[id(node)] = "open"
         nexts = [refs[node["$ref"]]] if isinstance(node.get("$ref"), str) else []
         nexts += [sub for key in ("allOf", "anyOf", "oneOf") for sub in node.get(key, ())]
@@ -202,17 +207,17 @@ def _ref_loop(locations: Mapping[tuple[str, ...], Any], refs: Mapping[str, Any])
             if not isinstance(sub, dict):
                 continue
             if state.get(id(sub)) == "open":
-                return (*place[id(node)], "$ref") if "$ref" in node else place[id(node)]
+                return where, "this $ref leads back to itself without reading into the arguments"
             if id(sub) not in state:
-                found = visit(sub)
+                found = visit(sub, depth + 1, start)
                 if found is not None:
                     return found
         state[id(node)] = "done"
         return None
 
-    for node in list(locations.values()):
+    for path, node in list(locations.items()):
         if isinstance(node, dict) and id(node) not in state:
-            found = visit(node)
+            found = visit(node, 0, _dotted((*path, "$ref") if "$ref" in node else path))
             if found is not None:
                 return found
     return None
@@ -300,7 +305,7 @@ def _bound(name: str, holds: Callable[[Any, Any], bool], words: str) -> Callable
 
 def _multiple_of(step: Any, value: Any, path: str, *_: Any) -> Problem | None:
     # As the numbers are written: 19.99 is a multiple of 0.01, which float division (1998.9999999999998) denies.
-    if not _number(value) or Fraction(repr(value)) % Fraction(repr(step)) == 0:
+    if not _number(value) or (_finite(value) and Fraction(repr(value)) % Fraction(repr(step)) == 0):
         return None
     return path, f"expected a multiple of {_shown(step)}, got {_shown(value)}"
 
@@ -498,8 +503,13 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(number: float) -> bool:
+    return isinstance(number, int) or math.isfinite(number)  # an int is, however long (isfinite would overflow)
+
+
 def _count(value: Any) -> bool:
-    return _number(value) and value >= 0 and float(value).is_integer()
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    return _number(value) and whole and value >= 0
 
 
 def _child(path: str, key: str) -> str:

@@ -11,9 +11,10 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.schema import check, compile_schema
+from harness.schema import ANNOTATIONS, KEYWORDS, check, compile_schema
 
 TOOL = "imageman.transform.url"
+KEYWORD_NAMES = (*KEYWORDS, *sorted(ANNOTATIONS), "not", "nullable")
 
 
 def under_x(schema: Any) -> dict[str, Any]:
@@ -354,7 +355,7 @@ PROBLEMS: list[tuple[dict[str, Any], str, str]] = [
         "properties.x.type",
         'expected one of object, array, string, number, integer, boolean, null, or a list of them, got "strin"',
     ),
-    (under_x({"minimum": "1"}), "properties.x.minimum", 'expected a number, got "1"'),
+    (under_x({"minimum": "1"}), "properties.x.minimum", 'expected a finite number, got "1"'),
     (
         under_x({"exclusiveMinimum": True}),
         "properties.x.exclusiveMinimum",
@@ -504,3 +505,69 @@ class AgreesWithJsonschema(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ANY_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(10**400), max_value=10**400),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=5),
+        st.sampled_from(list(KEYWORD_NAMES)),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(st.sampled_from(list(KEYWORD_NAMES)), st.text(max_size=3)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+class NeverRaises(unittest.TestCase):
+    """Whatever a task file holds and whatever an agent sends (NaN, Infinity, 400-digit numbers), the checker gives
+    a verdict or a load problem: never an exception, which would be exit 4."""
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        root=st.dictionaries(st.sampled_from(list(KEYWORD_NAMES)), ANY_JSON, max_size=4),
+        args=st.dictionaries(KEYS, ANY_JSON, max_size=3),
+    )
+    def test_any_schema_and_any_arguments(self, root: dict[str, Any], args: dict[str, Any]) -> None:
+        compiled, problems = compile_schema(TOOL, root)
+        self.assertEqual(compiled is None, bool(problems))
+        if compiled is not None:
+            self.assertIn(type(check(compiled, args)), (str, type(None)))
+
+    @settings(max_examples=400, deadline=None)
+    @given(schema=schemas(refs=True), value=ANY_JSON)
+    def test_supported_schemas_and_any_arguments(self, schema: Any, value: Any) -> None:
+        compiled, problems = compile_schema(TOOL, {"properties": {"x": schema}, **DEFS})
+        assert compiled is not None, problems
+        self.assertIn(type(check(compiled, {"x": value})), (str, type(None)))
+
+    def test_numbers_past_floats_and_not_numbers_at_all(self) -> None:
+        inf, nan = float("inf"), float("nan")
+        compiled, _ = compile_schema(TOOL, under_x({"multipleOf": 0.5, "minimum": 0}))
+        assert compiled is not None
+        self.assertEqual(check(compiled, {"x": inf}), f"{TOOL} x: expected a multiple of 0.5, got Infinity")
+        self.assertEqual(check(compiled, {"x": nan}), f"{TOOL} x: expected at least 0, got NaN")
+        self.assertIsNone(check(compiled, {"x": 10**400}))
+        for bound in ({"minimum": inf}, {"maximum": -inf}, {"multipleOf": nan}, {"exclusiveMinimum": nan}):
+            with self.subTest(bound=str(bound)):
+                _, problems = compile_schema(TOOL, under_x(bound))
+                self.assertEqual(len(problems), 1, problems)
+                self.assertIn("expected a", problems[0][1])
+        compiled, problems = compile_schema(TOOL, under_x({"maxLength": 10**400, "minItems": 1.0}))
+        self.assertEqual(problems, [])
+        assert compiled is not None
+        self.assertIsNone(check(compiled, {"x": "abc"}))
+
+    def test_a_long_chain_of_refs_is_a_problem_not_an_overflow(self) -> None:
+        defs = {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(3000)}
+        defs["a3000"] = {"type": "string"}
+        compiled, problems = compile_schema(TOOL, {"properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs})
+        self.assertIsNone(compiled)
+        self.assertEqual(
+            problems, [("properties.x.$ref", "$ref, allOf, anyOf and oneOf lead more than 100 schemas deep from here")]
+        )
