@@ -258,6 +258,28 @@ KEYWORDS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str]] 
         {"x": {"w": 1, "d": 2}},
         'x.d: not an allowed property name: expected one of "w", "h", got "d"',
     ),
+    (
+        "$ref to the root",
+        {"type": "object", "properties": {"n": {"type": "integer"}, "child": {"$ref": "#"}}},
+        {"n": 1, "child": {"n": 2, "child": {}}},
+        {"child": {"child": {"n": "3"}}},
+        'child.child.n: expected integer, got "3"',
+    ),
+    (
+        "oneOf with OpenAPI's discriminator beside it (an annotation)",
+        under_x(
+            {
+                "oneOf": [
+                    {"properties": {"kind": {"const": "crop"}, "w": {"type": "integer"}}, "required": ["kind", "w"]},
+                    {"properties": {"kind": {"const": "blur"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+                ],
+                "discriminator": {"propertyName": "kind"},
+            }
+        ),
+        {"x": {"kind": "blur", "r": 1.5}},
+        {"x": {"kind": "crop", "w": "10"}},
+        'x: matches none of the 2 oneOf schemas (closest: w: expected integer, got "10")',
+    ),
     ("a false subschema", under_x(False), {}, {"x": 1}, "x: not allowed here (its schema is false)"),
 ]
 
