@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from harness.records import InputSchema
-from harness.text import clip, kind
+from harness.text import clip, count, kind
 
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # What the checker checks. Every other keyword, but for the annotations below, is a problem at load time: a schema
@@ -158,7 +158,7 @@ class _Walk:
             if not isinstance(value, bool):
                 self.problem(where, f"expected true or false, got {kind(value)}")
         elif keyword in ("minLength", "maxLength", "minItems", "maxItems"):
-            if not _count(value):
+            if not _non_negative_whole(value):
                 self.problem(where, f"expected a whole number, 0 or more, got {_shown(value)}")
         elif keyword != "const":  # a bound: minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf
             if isinstance(value, bool) and keyword.startswith("exclusive"):
@@ -315,7 +315,7 @@ def _length(most: bool, unit: str, of: type) -> Callable[..., Problem | None]:
         if not isinstance(value, of) or (len(value) <= limit if most else len(value) >= limit):
             return None
         words = "at most" if most else "at least"
-        return path, f"expected {words} {_plural(int(limit), unit)}, got {_plural(len(value), unit)}"
+        return path, f"expected {words} {count(int(limit), unit)}, got {count(len(value), unit)}"
 
     return checker
 
@@ -507,7 +507,7 @@ def _finite(number: float) -> bool:
     return isinstance(number, int) or math.isfinite(number)  # an int is, however long (isfinite would overflow)
 
 
-def _count(value: Any) -> bool:
+def _non_negative_whole(value: Any) -> bool:
     whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     return _number(value) and whole and value >= 0
 
@@ -519,10 +519,6 @@ def _child(path: str, key: str) -> str:
 
 def _dotted(path: tuple[str, ...]) -> str:
     return ".".join(path)
-
-
-def _plural(number: int, unit: str) -> str:
-    return f"{number} {unit}{'' if number == 1 else 's'}"
 
 
 def _shown(value: Any) -> str:
