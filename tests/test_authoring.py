@@ -97,6 +97,15 @@ class Validate(TempDirTestCase):
         stdout, _, code = run_cli("validate", "--tasks", self.write_json("unchecked.json", data))
         self.assertEqual(code, 0, stdout)
 
+    def test_check_args_leaves_the_coverage_table_as_it_was(self) -> None:
+        data = canonical_task_data()
+        plain, _, _ = run_cli("validate", "--tasks", self.write_json("plain.json", data))
+        data["checkArgs"] = "schema"
+        checked, _, code = run_cli("validate", "--tasks", self.write_json("checked.json", data))
+        self.assertEqual(code, 0)
+        self.assertEqual(checked.splitlines()[1:], plain.splitlines()[1:])
+        self.assertIn("imageman.transform.url", checked)
+
 
 class Placeholders(TempDirTestCase):
     def test_placeholders_expand_from_the_environment_and_a_double_dollar_is_a_dollar(self) -> None:
