@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from harness.records import InputSchema
-from harness.text import clip, count, kind
+from harness.text import canonical_json, clip, count, kind
 
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # What the checker checks. Every other keyword, but for the annotations below, is a problem at load time: a schema
@@ -35,7 +35,6 @@ HINTS = {
 }
 MAX_DEPTH = 100  # schema levels at load, argument levels (and $ref hops) in a check: far past any real tool call
 IGNORED_SYMBOLS = frozenset("^`|~")  # ASCII symbols (not category P) that loose matching drops too
-CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 Problem = tuple[str, str]  # (JSON path, what is wrong there)
 
 
@@ -331,7 +330,7 @@ def _unique(unique: bool, value: Any, path: str, *_: Any) -> Problem | None:
         return None
     seen: dict[str, int] = {}
     for index, item in enumerate(value):
-        first = seen.setdefault(CANONICAL(_canonical(item)), index)
+        first = seen.setdefault(canonical_json(_canonical(item)), index)
         if first != index:
             return path, f"expected unique items, got the same value at [{first}] and [{index}]: {_shown(item)}"
     return None

@@ -27,7 +27,7 @@ from harness.records import (
     replace,
 )
 from harness.schema import check_value, compile_schema
-from harness.text import clip, count, kind, lone_surrogate, sha256_hex
+from harness.text import canonical_json, clip, count, kind, lone_surrogate, sha256_hex
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "tasks")
@@ -51,7 +51,6 @@ MAX_BYTES_VAR = "EVAL_MAX_TASK_FILE_BYTES"
 FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
 TASK_PATH = re.compile(r"tasks\[\d+\]\Z")
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
-CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 E = TypeVar("E", ExpectTool, ExpectTrajectory)
 NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or argument values; never changed
 
@@ -146,7 +145,7 @@ def _object(repeated: list[bool], pairs: list[tuple[str, Any]]) -> dict[str, Any
 
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
-    return sha256_hex(CANONICAL_JSON.encode(value).encode("utf-8"))
+    return sha256_hex(canonical_json(value).encode("utf-8"))
 
 
 class _Checker:

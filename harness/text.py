@@ -16,6 +16,7 @@ from harness.records import Summary
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 # Why the gate failed, as the headline says it; the results file keeps the codes.
 REASONS = {
@@ -60,6 +61,11 @@ def lone_surrogate(text: str) -> str | None:
     """`\\ud800`: half a surrogate pair standing alone in the text, which no encoding can write; or None."""
     lone = next((char for char in text if "\ud800" <= char <= "\udfff"), None)
     return None if lone is None else f"\\u{ord(lone):04x}"
+
+
+def canonical_json(value: Any) -> str:
+    """JSON in one form however it was laid out (keys sorted, no spaces, text as is): what hashes and compares alike."""
+    return CANONICAL_JSON.encode(value)
 
 
 def kind(value: Any) -> str:
