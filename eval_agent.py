@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
-from harness.config import RUN_SETTINGS, Config, read_command_line, run_config
+from harness.config import MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
@@ -32,6 +32,7 @@ from harness.reporters.console import Console, Progress, dry_run_lines, say
 from harness.results import Spool, load_results, partial, results_document, task_entry
 from harness.running import InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
+from harness.settings import refuse_unknown
 from harness.taskfile import load_task_file
 from harness.text import clip, printable, utc_timestamp
 from harness.verdict import (
@@ -62,6 +63,18 @@ SUBCOMMANDS = {
     "report": ("harness.subcommands.report", "render a results file as one self-contained HTML page"),
     "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),
 }
+# Every variable a setting declares, whoever reads it: one for a backend other than the one a run uses is no typo.
+DECLARED = frozenset(
+    setting.var
+    for setting in (
+        BACKEND,
+        *RUN_SETTINGS,
+        MCP_HEADERS,
+        *(s for backend in BACKENDS.values() for s in backend.SETTINGS),
+    )
+)
+# The subcommands that read EVAL_ settings and a task file: they refuse an unknown variable as a run does.
+CHECKED = {"validate"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in STOP_SIGNALS:
         signal.signal(signum, _interrupt)
     try:
-        return importlib.import_module(SUBCOMMANDS[name][0]).main(argv[1:]) if name else run(argv)
+        if name is None:
+            return run(argv)
+        subcommand = importlib.import_module(SUBCOMMANDS[name][0])
+        return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])
     except ConfigError as exc:
         _complain(f"{prog}: error: {exc}")
         return EXIT_CONFIG
@@ -108,6 +124,7 @@ def run(argv: Sequence[str]) -> int:
     """Load and check everything, send every task, score every reply, decide the verdict, write the results, report."""
     config, backend_name, backend_settings = configure(argv, os.environ)
     task_file = load_task_file(config.tasks_path, max_bytes=config.max_task_file_bytes)
+    refuse_unknown(os.environ, DECLARED, task_file.variables)
     for warning in task_file.warnings:
         _complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)

@@ -1,4 +1,7 @@
-"""The settings of a run: task file, gate, repeats, selection and outputs. Each backend declares and reads its own."""
+"""The settings of a run: task file, gate, repeats, selection and outputs. Each backend declares and reads its own.
+
+Also the one setting of the subcommands read from the environment, so that a run knows it without importing them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from decimal import Decimal, InvalidOperation
 from types import SimpleNamespace
 
 from harness import __commit__, __version__
+from harness.endpoints import headers
 from harness.records import ConfigError, GateOn, Outputs, field, record
 from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
@@ -135,6 +139,9 @@ SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown 
 STEP_SUMMARY = Setting("GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)")
 BASELINE = Setting(
     "EVAL_BASELINE", "--baseline", "compare with this results file and fail on any regression", metavar="FILE"
+)
+MCP_HEADERS = Setting(
+    "EVAL_MCP_HEADERS", None, "a JSON object of headers for every request to --mcp-url", headers, {}, secret=True
 )
 RUN_SETTINGS = (
     GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,

@@ -298,6 +298,7 @@ class TaskFile:
     tools_sha256: str = ""
     system: str | None = None  # the agent's system prompt, for provider backends
     warnings: tuple[str, ...] = ()  # what the file asks for that this run cannot check, said before it starts
+    variables: frozenset[str] = frozenset()  # what its ${VAR} placeholders name, set or not
 
 
 @record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness.leaks import strings
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from argparse import ArgumentParser
 
 Reader = Callable[[Any, str], Any]  # (the text given, where it was given) -> the value; ConfigError naming `where`
+PREFIX = "EVAL_"  # the harness's own variables: one it does not know is a mistake, never ignored
+TEST_PREFIX = "EVAL_TEST_"  # the test suite's own (EVAL_TEST_CHROMIUM): never the harness's
 
 
 def read_json(text: str, where: str) -> Any:
@@ -145,6 +147,36 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
             )
         )
     return found
+
+
+def refuse_unknown(environ: Mapping[str, str], declared: Collection[str], placeholders: Collection[str]) -> None:
+    """ConfigError naming every EVAL_ variable set that no setting declares and no task-file placeholder names,
+    each with the known name nearest to it."""
+    unknown = sorted(
+        name
+        for name, value in environ.items()
+        if value
+        and name.startswith(PREFIX)
+        and name not in declared
+        and name not in placeholders
+        and not name.startswith(TEST_PREFIX)
+    )
+    if not unknown:
+        return
+    import difflib  # only a mistake needs it
+
+    # Matched without the prefix they share, which would make every name near every other.
+    known = {name[len(PREFIX) :]: name for name in (*declared, *placeholders) if name.startswith(PREFIX)}
+    nearest = {
+        name: next((known[close] for close in difflib.get_close_matches(name[len(PREFIX) :], known, 1)), None)
+        for name in unknown
+    }
+    if len(unknown) == 1:
+        (name,) = unknown
+        hint = f"; did you mean {nearest[name]}?" if nearest[name] else ""
+        raise ConfigError(f"{name}: not a setting, nor a placeholder in the task file{hint}")
+    named = (f"{name} (did you mean {close}?)" if close else name for name, close in nearest.items())
+    raise ConfigError(f"{', '.join(named)}: not settings, nor placeholders in the task file")
 
 
 def add_settings(parser: ArgumentParser, title: str, groups: Mapping[str, Sequence[Setting]]) -> None:

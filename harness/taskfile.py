@@ -122,6 +122,7 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
         tools_sha256=canonical_sha256(data["tools"]),
         system=data.get("system"),
         warnings=checker.warnings(),
+        variables=frozenset(checker.variables),
     )
     return task_file, []
 
@@ -155,6 +156,7 @@ class _Checker:
         self.environ = environ
         self.problems: list[str] = []
         self.skipped: dict[str, list[str]] = {}  # an unset variable -> the tasks whose forbiddenText check it skips
+        self.variables: set[str] = set()  # every variable a placeholder names
         # Tools already reported as broken: tasks naming them get no second, cascading problem.
         self.broken_tools: set[str] = set()
         self.tools_unreadable = False
@@ -225,6 +227,7 @@ class _Checker:
             if name is None:
                 self.problem(path, f"{match.group(0)} is neither a placeholder (${{NAME}}) nor a literal ($${{)")
                 return match.group(0)
+            self.variables.add(name)
             if name not in self.environ:
                 unset.append(name)
                 return match.group(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import unittest
@@ -11,12 +12,23 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler
 
 from backends import BACKENDS
-from eval_agent import configure
+from eval_agent import DECLARED, configure
 from harness.config import RUN_SETTINGS
 from harness.records import ConfigError, Outputs
 from harness.selection import select_tasks, shard_of
+from harness.settings import refuse_unknown
 from harness.taskfile import load_task_file
-from tests.support import CANONICAL_TASKS, DATA, Received, TempDirTestCase, canned, clean_env, run_cli
+from tests.support import (
+    CANONICAL_TASKS,
+    DATA,
+    ROOT,
+    SHIPPED_TASKS,
+    Received,
+    TempDirTestCase,
+    canned,
+    clean_env,
+    run_cli,
+)
 
 HTTP = {"EVAL_BACKEND": "http", "EVAL_AGENT_URL": "http://127.0.0.1:9/run"}
 SECRET = "hdr-0b8d41-secret"
@@ -383,6 +395,101 @@ class SettingsResolve(unittest.TestCase):
         )
         for secret in ("pw-1", "q-2", SECRET):
             self.assertNotIn(secret, repr(settings))
+
+
+# (name, environment, the placeholders the task file uses, the one line that names what is wrong)
+UNKNOWN_VARIABLES: list[tuple[str, dict[str, str], frozenset[str], str]] = [
+    (
+        "a misspelt backend setting",
+        {"EVAL_AGENT_URI": "http://127.0.0.1:9/run"},
+        frozenset(),
+        "EVAL_AGENT_URI: not a setting, nor a placeholder in the task file; did you mean EVAL_AGENT_URL?",
+    ),
+    (
+        "a misspelt run setting",
+        {"EVAL_GAT": "90"},
+        frozenset(),
+        "EVAL_GAT: not a setting, nor a placeholder in the task file; did you mean EVAL_GATE?",
+    ),
+    (
+        "nothing near it",
+        {"EVAL_COLOUR": "blue"},
+        frozenset(),
+        "EVAL_COLOUR: not a setting, nor a placeholder in the task file",
+    ),
+    (
+        "a variable for a placeholder this task file does not have",
+        {"EVAL_CANARY": "canary-1"},
+        frozenset({"EVAL_ASSET_ID"}),
+        "EVAL_CANARY: not a setting, nor a placeholder in the task file",
+    ),
+    (
+        "a misspelt placeholder variable",
+        {"EVAL_CANARI": "canary-1"},
+        frozenset({"EVAL_CANARY"}),
+        "EVAL_CANARI: not a setting, nor a placeholder in the task file; did you mean EVAL_CANARY?",
+    ),
+    (
+        "several at once, in one line",
+        {"EVAL_XYZZY": "1", "EVAL_AGENT_URI": "u", "EVAL_RUN": "3"},
+        frozenset(),
+        "EVAL_AGENT_URI (did you mean EVAL_AGENT_URL?), EVAL_RUN (did you mean EVAL_RUNS?), EVAL_XYZZY:"
+        " not settings, nor placeholders in the task file",
+    ),
+]
+
+
+class UnknownVariables(TempDirTestCase):
+    """An EVAL_ variable no setting declares and the task file does not use is exit 2, never silently ignored."""
+
+    def test_each_unknown_variable_is_named_with_the_setting_it_is_nearest(self) -> None:
+        for name, environ, placeholders, message in UNKNOWN_VARIABLES:
+            with self.subTest(name):
+                with self.assertRaises(ConfigError) as caught:
+                    refuse_unknown({"PATH": "/bin", **environ}, DECLARED, placeholders)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_every_declared_setting_of_every_backend_and_subcommand_is_known_whichever_backend_runs(self) -> None:
+        declared = {"EVAL_BACKEND", "EVAL_MCP_HEADERS", *(setting.var for setting in RUN_SETTINGS)}
+        declared |= {setting.var for backend in BACKENDS.values() for setting in backend.SETTINGS}
+        environ = {name: "x" for name in declared}
+        # An empty variable counts as unset; names outside EVAL_ are other tools'; EVAL_TEST_ is the test suite's.
+        environ |= {"EVAL_GAT": "", "EVALUATE": "1", "OPENAI_API_KEY": "k", "EVAL_TEST_CHROMIUM": "/usr/bin/chromium"}
+        refuse_unknown(environ, DECLARED, frozenset())
+        refuse_unknown({"EVAL_CANARY": "canary-1"}, DECLARED, load_task_file(SHIPPED_TASKS).variables)
+
+    def test_every_eval_variable_the_project_sets_is_declared_or_a_placeholder_of_the_shipped_tasks(self) -> None:
+        placeholders = load_task_file(SHIPPED_TASKS).variables
+        self.assertEqual(placeholders, {"EVAL_CANARY"})
+        for path in ("Makefile", "action.yml", "action/run.sh", ".github/workflows/agent-eval.yml", "bench/scaling.py"):
+            with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+                named = set(re.findall(r"\bEVAL_[A-Z0-9_]+", f.read()))
+            with self.subTest(path):
+                self.assertEqual(named - DECLARED - placeholders, set())
+
+    def test_a_run_with_a_misspelt_setting_stops_before_anything_is_sent_also_a_dry_run(self) -> None:
+        agent = self.serve(canned)
+        message = "EVAL_AGENT_URI: not a setting, nor a placeholder in the task file; did you mean EVAL_AGENT_URL?"
+        for args in ([], ["--dry-run"]):
+            with self.subTest(args):
+                env = clean_env(EVAL_AGENT_URI=agent.url())
+                self.assertEqual(run_cli(*args, env=env, cwd=self.tmp), ("", f"eval_agent: error: {message}\n", 2))
+        self.assertEqual(os.listdir(self.tmp), [])
+        self.assertEqual(agent.received, [])
+
+    def test_validate_stops_on_a_misspelt_setting_but_not_on_its_task_files_placeholder(self) -> None:
+        env = clean_env(EVAL_TASK=SHIPPED_TASKS)
+        self.assertEqual(
+            run_cli("validate", env=env, cwd=self.tmp),
+            (
+                "",
+                "eval_agent validate: error: EVAL_TASK: not a setting, nor a placeholder in the task file;"
+                " did you mean EVAL_TASKS?\n",
+                2,
+            ),
+        )
+        stdout, stderr, code = run_cli("validate", env=clean_env(EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY="c-1"))
+        self.assertEqual((stderr, code), ("", 0), stdout)
 
 
 class Selection(unittest.TestCase):

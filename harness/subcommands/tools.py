@@ -9,17 +9,15 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.endpoints import header_line, headers, http_url
+from harness.config import MCP_HEADERS
+from harness.endpoints import header_line, http_url
 from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
-from harness.settings import Setting, Sources, number
+from harness.settings import Sources, number
 from harness.subcommands.mcp_client import HttpSession, StdioSession, fetch_tools
 
 MCP_TIMEOUT = 10.0
-MCP_HEADERS = Setting(
-    "EVAL_MCP_HEADERS", None, "a JSON object of headers for every request to --mcp-url", headers, {}, secret=True
-)
 
 
 def add_mcp_flags(parser: argparse.ArgumentParser) -> None:

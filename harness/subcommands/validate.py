@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
@@ -12,15 +12,18 @@ from harness.flags import Parser
 from harness.records import TaskFile
 from harness.reporters.console import say
 from harness.schema import compile_schema
-from harness.settings import Sources
+from harness.settings import Sources, refuse_unknown
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
 from harness.taskfile import read_task_file
 from harness.text import count
 
 
-def main(argv: Sequence[str]) -> int:
-    """Every problem at once, the coverage table, and with an MCP server the drift from its live surface."""
+def main(argv: Sequence[str], declared: Collection[str]) -> int:
+    """Every problem at once, the coverage table, and with an MCP server the drift from its live surface.
+
+    declared: every variable a setting declares; any other EVAL_ variable is refused unless a placeholder names it.
+    """
     parser = Parser(
         prog="eval_agent.py validate",
         description="Check a task file: every problem at once, happy-path and negative coverage per tool, "
@@ -43,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
             say(f"{path}: {problem}")
         say(f"{count(len(problems), 'problem')}: not a valid task file")
         return 2
+    refuse_unknown(os.environ, declared, task_file.variables)
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
     for warning in (*task_file.warnings, *unscripted(task_file)):
         say(f"warning: {warning}")
