@@ -439,6 +439,19 @@ UNKNOWN_VARIABLES: list[tuple[str, dict[str, str], frozenset[str], str]] = [
 ]
 
 
+# Where the project sets or reads EVAL_ variables outside the settings' declarations.
+PROJECT_FILES = (
+    "Makefile",
+    "action.yml",
+    "action/run.sh",
+    ".github/workflows/agent-eval.yml",
+    ".github/workflows/test.yml",
+    ".ci/run",
+    "bench/scaling.py",
+    "tests/support.py",
+)
+
+
 class UnknownVariables(TempDirTestCase):
     """An EVAL_ variable no setting declares and the task file does not use is exit 2, never silently ignored."""
 
@@ -461,7 +474,7 @@ class UnknownVariables(TempDirTestCase):
     def test_every_eval_variable_the_project_sets_is_declared_or_a_placeholder_of_the_shipped_tasks(self) -> None:
         placeholders = load_task_file(SHIPPED_TASKS).variables
         self.assertEqual(placeholders, {"EVAL_CANARY"})
-        for path in ("Makefile", "action.yml", "action/run.sh", ".github/workflows/agent-eval.yml", "bench/scaling.py"):
+        for path in PROJECT_FILES:
             with open(os.path.join(ROOT, path), encoding="utf-8") as f:
                 named = set(re.findall(r"\bEVAL_[A-Z0-9_]+", f.read()))
             with self.subTest(path):
