@@ -202,6 +202,7 @@ def run(argv: Sequence[str]) -> int:
         gate_on=config.gate_on,
         not_run=len(not_run),
         regressed=comparison.regressed if comparison else (),
+        overall_regressed=comparison.overall_regressed if comparison else False,
         interrupted=isinstance(stop, KeyboardInterrupt),
         internal_error=internal_error(stop) if isinstance(stop, Exception) else None,
     )

@@ -475,7 +475,7 @@ class Summary:
     by_category: Mapping[str, CategoryCount]
     gate_failed_because: tuple[
         str, ...
-    ] = ()  # below-gate, blocking-failed, regression, unreachable, not-run, internal-error
+    ] = ()  # below-gate, blocking-failed, regression, overall-regression, unreachable, not-run, internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"

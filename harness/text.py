@@ -23,6 +23,7 @@ REASONS = {
     "below-gate": "below the gate",
     "blocking-failed": "blocking task failed",
     "regression": "regression against the baseline",
+    "overall-regression": "significant overall drop against the baseline",
     "unreachable": "nothing reached the agent",
     "not-run": "tasks not run",
     "internal-error": "internal error",

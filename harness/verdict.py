@@ -96,13 +96,15 @@ def decide(
     gate_on: GateOn = "trials",
     not_run: int = 0,
     regressed: Sequence[str] = (),
+    overall_regressed: bool = False,
     interrupted: bool = False,
     internal_error: str | None = None,
 ) -> Summary:
     """Count trials overall and per category, compute pass^k and flaky tasks, decide the gate, say why, pick the exit.
 
-    The gate fails when the rate is below it, a blocking task did not pass, a task regressed against the baseline,
-    nothing reached the agent, a task did not run, or a bug cut the run short: each reason is listed.
+    The gate fails when the rate is below it, a blocking task did not pass, a task or the overall pass count regressed
+    against the baseline, nothing reached the agent, a task did not run, or a bug cut the run short: each reason is
+    listed.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
@@ -135,6 +137,7 @@ def decide(
         "below-gate": rate * 100 < Fraction(gate),
         "blocking-failed": bool(blocking_failed),
         "regression": bool(regressed),
+        "overall-regression": overall_regressed,
         "unreachable": unreachable,
         "not-run": not_run > 0 or not total,
         "internal-error": internal_error is not None,

@@ -223,7 +223,8 @@ class Compare(GatingTestCase):
         self.assertEqual(code, 0)
         out = self.read_json("cmp.json")
         self.assertEqual(out["regressed"], ["asset-search-semantic", "asset-get-details"])
-        self.assertEqual(out["overall"], {"then": 100.0, "now": 80.0, "pValue": None})
+        self.assertEqual(out["overall"], {"then": 100.0, "now": 80.0, "pValue": None, "regressed": False})
+        self.assertEqual(out["runs"], {"then": 1, "now": 1, "significantDrop": None})
         self.assertEqual(out["byCategory"]["asset.get"], {"then": 100.0, "now": 0.0})
         self.assertEqual(out["tasks"][0]["change"], "regressed")
 

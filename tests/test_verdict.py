@@ -89,6 +89,7 @@ VERDICTS = [
         1,
     ),
     ("a regression at 100%", [tally("pass")], {"regressed": ("t",)}, ("regression",), 1),
+    ("a significant overall drop at 100%", [tally("pass")], {"overall_regressed": True}, ("overall-regression",), 1),
     ("tasks not run", [tally("pass")], {"not_run": 1}, ("not-run",), 1),
     ("nothing ran", [], {"not_run": 3}, ("below-gate", "not-run"), 1),
     ("interrupted", [tally("pass")], {"not_run": 1, "interrupted": True}, ("not-run",), 130),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
+from functools import cache
 from math import comb
 from typing import Any
 
@@ -13,7 +14,7 @@ from harness.records import record
 from harness.reporters.console import say
 from harness.results import load_results, partial, render_json, write_atomic
 from harness.settings import output_path
-from harness.text import percent
+from harness.text import count, percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
 ORDER = (
@@ -27,6 +28,8 @@ ORDER = (
     "noise",
     "still passing",
 )
+# The changes of a task both runs measured with the same definition: what the overall test counts.
+ALIKE = frozenset({"regressed", "still failing", "fixed", "noise", "still passing"})
 SETTINGS = [
     ("backend", ("backend",)),
     ("URL", ("backendSettings", "url")),
@@ -58,7 +61,9 @@ class Comparison:
     tasks: list[TaskChange]
     by_category: dict[str, tuple[Fraction | None, Fraction | None]]  # pass-rates in percent, then and now
     overall: tuple[Fraction | None, Fraction | None]
-    overall_p: float | None
+    overall_p: float | None  # over the tasks measured alike on both sides, with repeats on both
+    overall_regressed: bool  # those tasks' pass count fell, significantly
+    runs: tuple[int, int]  # then, now
 
     @property
     def regressed(self) -> list[str]:
@@ -72,6 +77,30 @@ def fisher_exact(a: int, b: int, c: int, d: int) -> float:
     weights = {x: comb(row1, x) * comb(row2, col1 - x) for x in range(max(0, col1 - row2), min(row1, col1) + 1)}
     observed = weights[a]
     return float(Fraction(sum(w for w in weights.values() if w <= observed), comb(row1 + row2, col1)))
+
+
+@cache
+def significant_drop(runs_then: int, runs_now: int) -> int | None:
+    """The fewest trials of runs_now that a task passing all runs_then trials then must fail now for Fisher's test to
+    call the drop significant; None when no drop can be, at these sizes."""
+    return next((k for k in range(1, runs_now + 1) if fisher_exact(runs_then, 0, runs_now - k, k) < ALPHA), None)
+
+
+def significance_rule(runs_then: int, runs_now: int) -> str:
+    """What a task's drop must be to count as a regression at these numbers of runs, said for a person."""
+    sizes = f"{runs_then} runs a side" if runs_then == runs_now else f"{runs_then} runs then and {runs_now} now"
+    drop = significant_drop(runs_then, runs_now)
+    if drop is None:
+        p = fisher_exact(runs_then, 0, 0, runs_now)
+        return (
+            f"significance: at {sizes} no drop is ({runs_then}/{runs_then} → 0/{runs_now}: p={p:.2g}), so a task that"
+            " passed every trial then and not every trial now regressed, as at one run"
+        )
+    lowest = f"{runs_now - drop}/{runs_now}" + (" or lower" if drop < runs_now else "")
+    return (
+        f"significance: at {sizes}, a drop from {runs_then}/{runs_then} to {lowest} is significant (Fisher's exact"
+        f" test, p < {ALPHA})"
+    )
 
 
 def classify(
@@ -97,8 +126,19 @@ def classify(
             f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing",
         )
     failure_changed = not was and not now and before["code"] != after["code"]
-    if before["trials"] > 1 and after["trials"] > 1:
+    if before["trials"] > 1 or after["trials"] > 1:
         b, a = before["passes"], after["passes"]
+        if significant_drop(before["trials"], after["trials"]) is None:
+            # No table at these sizes is significant: judged as at one run, on whether every trial passed.
+            counts = f"{b}/{before['trials']} → {a}/{after['trials']} (too few runs for a test)"
+            if was != now:
+                return TaskChange(
+                    task_id, category, "regressed" if was else "fixed", f"{counts} {_why(after)}".rstrip()
+                )
+            if was:
+                return TaskChange(task_id, category, "still passing", counts)
+            shift = _failure_shift(before, after)
+            return TaskChange(task_id, category, "still failing", f"{counts} {shift}", failure_changed=failure_changed)
         p = fisher_exact(b, before["trials"] - b, a, after["trials"] - a)
         counts = f"{b}/{before['trials']} → {a}/{after['trials']} (p={p:.2g})"
         rate_before, rate_after = Fraction(b, before["trials"]), Fraction(a, after["trials"])
@@ -139,16 +179,27 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Compar
     categories = list(now) + [category for category in then if category not in now]
     by_category = {category: (_rate(then.get(category)), _rate(now.get(category))) for category in categories}
     (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
-    overall_p = None
+    overall_p, overall_regressed = None, False
     if baseline["runs"] > 1 and candidate["runs"] > 1:
-        overall_p = fisher_exact(passed_then, total_then - passed_then, passed_now, total_now - passed_now)
+        alike = {task.id for task in tasks if task.change in ALIKE}
+        (b, nb), (a, na) = (
+            _overall(_counts(e for e in entries if e["id"] in alike)) for entries in (before.values(), after.values())
+        )
+        overall_p = fisher_exact(b, nb - b, a, na - a)
+        overall_regressed = overall_p < ALPHA and a * nb < b * na
     settings = []
     for label, path in SETTINGS:
         setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
         if setting_then != setting_now:
             settings.append((label, setting_then, setting_now))
     return Comparison(
-        settings, tasks, by_category, (_rate((passed_then, total_then)), _rate((passed_now, total_now))), overall_p
+        settings,
+        tasks,
+        by_category,
+        (_rate((passed_then, total_then)), _rate((passed_now, total_now))),
+        overall_p,
+        overall_regressed,
+        (baseline["runs"], candidate["runs"]),
     )
 
 
@@ -168,8 +219,18 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     for category, (then, now) in comparison.by_category.items():
         lines.append(f"{category:<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}")
     then, now = comparison.overall
-    significance = f" (p={comparison.overall_p:.2g})" if comparison.overall_p is not None else ""
+    significance = ""
+    if comparison.overall_p is not None:
+        alike = sum(task.change in ALIKE for task in comparison.tasks)
+        basis = (
+            ""
+            if alike == len(comparison.tasks)
+            else f" over the {count(alike, 'task')} in both with the same definition"
+        )
+        significance = f" (p={comparison.overall_p:.2g}{basis})"
     lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
+    if max(comparison.runs) > 1:
+        lines.append(significance_rule(*comparison.runs))
     counts = {change: sum(task.change == change for task in comparison.tasks) for change in ORDER}
     lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
     return lines
@@ -192,6 +253,12 @@ def comparison_document(
             "then": _number(comparison.overall[0]),
             "now": _number(comparison.overall[1]),
             "pValue": comparison.overall_p,
+            "regressed": comparison.overall_regressed,
+        },
+        "runs": {
+            "then": comparison.runs[0],
+            "now": comparison.runs[1],
+            "significantDrop": significant_drop(*comparison.runs),
         },
         "byCategory": {
             c: {"then": _number(then), "now": _number(now)} for c, (then, now) in comparison.by_category.items()
@@ -216,8 +283,9 @@ def main(argv: Sequence[str]) -> int:
         prog="eval_agent.py compare",
         description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed "
         "tasks, and pass-rates.",
-        epilog="Exit codes: 0 nothing regressed, 1 something regressed (with --fail-on regressed) or a file is a "
-        "partial run (without --allow-partial), 2 a file is unreadable or not a results file.",
+        epilog="Exit codes: 0 nothing regressed, 1 a task or the overall pass count regressed (with --fail-on "
+        "regressed) or a file is a partial run (without --allow-partial), 2 a file is unreadable or not a results "
+        "file.",
     )
     parser.add_argument("baseline", metavar="BASELINE")
     parser.add_argument("candidate", metavar="CANDIDATE")
@@ -231,7 +299,7 @@ def main(argv: Sequence[str]) -> int:
         "--fail-on",
         choices=("regressed", "none"),
         default="regressed",
-        help="exit 1 when a task regressed (default), or never",
+        help="exit 1 when a task or the overall pass count regressed (default), or never",
     )
     args = parser.parse_args(argv)
     if args.out:
@@ -251,7 +319,8 @@ def main(argv: Sequence[str]) -> int:
     if args.out:
         document = comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)
         write_atomic(args.out, render_json(document))
-    return 1 if comparison.regressed and args.fail_on == "regressed" else 0
+    regressed = comparison.regressed or comparison.overall_regressed
+    return 1 if regressed and args.fail_on == "regressed" else 0
 
 
 def _verdict(entry: Mapping[str, Any]) -> str:
@@ -272,7 +341,7 @@ def _failure_shift(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     return f"{after['code']}: {after['reason']}"
 
 
-def _counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+def _counts(entries: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
     """(passed trials, trials) per category, in first-seen order."""
     counts: dict[str, tuple[int, int]] = {}
     for entry in entries:

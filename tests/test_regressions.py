@@ -1,0 +1,171 @@
+"""Regressions against a baseline where the parts meet: repeats, shards merged, and a run of a selection."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from harness.subcommands.compare import classify, compare, render, significance_rule, significant_drop
+from tests.support import Received, TempDirTestCase, canned, clean_env, run_cli, send_json
+
+LIST = {"name": "imageman.asset.list", "args": {"path": "/"}}
+WRONG = "tool:wrong-name: expected imageman.asset.get, got imageman.asset.list"
+
+
+def entry(task_id: str, passes: int, trials: int, sha: str = "s1") -> dict[str, Any]:
+    """A task's entry in a results file, as compare reads it: passes of trials, a wrong tool when one failed."""
+    failed = passes < trials
+    return {
+        "id": task_id,
+        "category": "asset.get",
+        "sha256": sha,
+        "status": "fail" if failed else "pass",
+        "code": "tool:wrong-name" if failed else None,
+        "reason": WRONG.split(": ", 1)[1] if failed else None,
+        "passes": passes,
+        "trials": trials,
+    }
+
+
+def run_of(entries: list[dict[str, Any]], runs: int, task_file_ids: list[str] | None = None) -> dict[str, Any]:
+    """As much of a results document as compare reads: its manifest, runs and entries."""
+    ids = [e["id"] for e in entries]
+    task_file: dict[str, Any] = {"sha256": "f"}
+    if task_file_ids is not None:
+        task_file["taskIds"] = task_file_ids
+    manifest = {"taskFile": task_file, "selection": {"task": [], "category": [], "shard": None, "taskIds": ids}}
+    return {"manifest": manifest, "runs": runs, "results": entries, "notRun": []}
+
+
+def wrong_on(tries: dict[str, Collection[int] | None]) -> Any:
+    """A correct agent, except that it calls the wrong tool for each task named, on the tries listed (None: all)."""
+    seen: Counter[str] = Counter()
+
+    def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+        task_id = received.json["taskId"]
+        seen[task_id] += 1
+        if task_id in tries and (tries[task_id] is None or seen[task_id] in tries[task_id]):  # type: ignore[operator]
+            send_json(handler, {"toolCall": LIST})
+        else:
+            canned(received, handler)
+
+    return respond
+
+
+# (runs a side, passes now of a task that passed every trial then, change, detail): a total collapse and one flaky
+# trial at each size. Below 4 runs a side no table is significant, so the task is judged as at one run.
+BY_RUN_SIZE = [
+    (1, 0, "regressed", f"pass → fail {WRONG}"),
+    (2, 0, "regressed", f"2/2 → 0/2 (too few runs for a test) {WRONG}"),
+    (2, 1, "regressed", f"2/2 → 1/2 (too few runs for a test) {WRONG}"),
+    (3, 0, "regressed", f"3/3 → 0/3 (too few runs for a test) {WRONG}"),
+    (3, 2, "regressed", f"3/3 → 2/3 (too few runs for a test) {WRONG}"),
+    (4, 0, "regressed", f"4/4 → 0/4 (p=0.029) {WRONG}"),
+    (4, 3, "noise", "4/4 → 3/4 (p=1), within chance"),
+    (5, 0, "regressed", f"5/5 → 0/5 (p=0.0079) {WRONG}"),
+    (5, 4, "noise", "5/5 → 4/5 (p=1), within chance"),
+]
+
+
+class RepeatsAgainstABaseline(TempDirTestCase):
+    def baseline_then(self, runs: str, respond: Any, *args: str) -> tuple[str, str, int]:
+        """A baseline of a correct agent, then a run of one answering as `respond` does, at one URL, against it."""
+        behaviour = {"respond": canned}
+        env = clean_env(EVAL_AGENT_URL=self.serve(lambda r, h: behaviour["respond"](r, h)).url(), EVAL_CONCURRENCY="1")
+        run_cli("--runs", runs, "--out", "base.json", env=env, cwd=self.tmp)
+        behaviour["respond"] = respond
+        return run_cli("--runs", runs, "--baseline", "base.json", *args, env=env, cwd=self.tmp)
+
+    def test_a_total_collapse_regresses_at_every_run_size_and_one_flaky_trial_only_where_no_test_can_tell(
+        self,
+    ) -> None:
+        for runs, passes, change, detail in BY_RUN_SIZE:
+            with self.subTest(runs=runs, passes=passes):
+                result = classify(entry("t", runs, runs), entry("t", passes, runs))
+                self.assertEqual((result.change, result.detail), (change, detail))
+
+    def test_below_four_runs_a_side_a_task_that_fails_every_trial_then_and_passes_now_is_fixed(self) -> None:
+        fixed = classify(entry("t", 0, 3), entry("t", 3, 3))
+        self.assertEqual((fixed.change, fixed.detail), ("fixed", "0/3 → 3/3 (too few runs for a test)"))
+        flaky = classify(entry("t", 2, 3), entry("t", 0, 3))
+        self.assertEqual(
+            (flaky.change, flaky.detail), ("still failing", f"2/3 → 0/3 (too few runs for a test) {WRONG}")
+        )
+
+    def test_the_smallest_significant_drop_at_each_run_size(self) -> None:
+        drops = {runs: significant_drop(runs, runs) for runs in (1, 2, 3, 4, 5, 6, 10, 20)}
+        self.assertEqual(drops, {1: None, 2: None, 3: None, 4: 4, 5: 4, 6: 5, 10: 5, 20: 5})
+        self.assertEqual((significant_drop(1, 20), significant_drop(5, 3), significant_drop(2, 3)), (20, 3, None))
+        self.assertEqual(
+            [significance_rule(runs, runs) for runs in (3, 5)],
+            [
+                "significance: at 3 runs a side no drop is (3/3 → 0/3: p=0.1), so a task that passed every trial"
+                " then and not every trial now regressed, as at one run",
+                "significance: at 5 runs a side, a drop from 5/5 to 1/5 or lower is significant (Fisher's exact"
+                " test, p < 0.05)",
+            ],
+        )
+        self.assertEqual(
+            [significance_rule(5, 3), significance_rule(2, 3)],
+            [
+                "significance: at 5 runs then and 3 now, a drop from 5/5 to 0/3 is significant (Fisher's exact test,"
+                " p < 0.05)",
+                "significance: at 2 runs then and 3 now no drop is (2/2 → 0/3: p=0.1), so a task that passed every"
+                " trial then and not every trial now regressed, as at one run",
+            ],
+        )
+
+    def test_a_significant_overall_drop_is_a_regression_though_no_task_alone_is(self) -> None:
+        ids = [f"t{i}" for i in range(10)]
+        then = run_of([entry(i, 5, 5) for i in ids], 5)
+        now = run_of([entry(i, 3 if i in ("t1", "t2", "t3") else 5, 5) for i in ids], 5)
+        comparison = compare(then, now)
+        self.assertEqual((comparison.regressed, comparison.overall_regressed), ([], True))
+        self.assertIn("overall                100%    88%  -12.0 pts (p=0.027)", render(comparison, "a", "b"))
+
+    def test_an_overall_drop_from_tasks_not_measured_alike_on_both_sides_is_no_regression(self) -> None:
+        ids = [f"t{i}" for i in range(10)]
+        then = run_of([entry(i, 5, 5) for i in ids], 5)
+        # Five tasks changed definition and now fail, five more are new and fail: the other five held.
+        changed = [entry(i, 0 if i < "t5" else 5, 5, sha="s2" if i < "t5" else "s1") for i in ids]
+        now = run_of(changed + [entry(f"n{i}", 0, 5) for i in range(5)], 5)
+        comparison = compare(then, now)
+        self.assertEqual((comparison.regressed, comparison.overall_regressed), ([], False))
+        self.assertIn(
+            "overall                100%  33.3%  -66.7 pts (p=1 over the 5 tasks in both with the same definition)",
+            render(comparison, "a", "b"),
+        )
+
+    def test_a_task_that_collapses_at_3_runs_fails_the_baseline_gate_and_compare(self) -> None:
+        stdout, stderr, code = self.baseline_then("3", wrong_on({"asset-get-details": None}))
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn(
+            "27/30 trials PASS at 90% (gate 80%) · pass^3 90% · 3 failed · gate not met: regression against the"
+            " baseline (asset-get-details)",
+            stdout.splitlines(),
+        )
+        self.assertEqual(self.read_json("eval-results.json")["regressed"], ["asset-get-details"])
+        stdout, _, code = run_cli("compare", "base.json", "eval-results.json", cwd=self.tmp)
+        lines = stdout.splitlines()
+        self.assertEqual(code, 1)
+        self.assertEqual(lines[1], f"REGRESSED          asset-get-details  3/3 → 0/3 (too few runs for a test) {WRONG}")
+        self.assertEqual(lines[-2], significance_rule(3, 3))
+
+    def test_a_significant_overall_drop_fails_the_baseline_gate_and_compare(self) -> None:
+        flaky = {task: (2, 4) for task in ("asset-search-by-tag", "asset-get-details", "asset-tag-additive")}
+        stdout, stderr, code = self.baseline_then("5", wrong_on(flaky), "--out", "now.json")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn(
+            "44/50 trials PASS at 88% (gate 80%) · pass^5 70% · 3 flaky · 6 failed · gate not met: significant"
+            " overall drop against the baseline",
+            stdout.splitlines(),
+        )
+        doc = self.read_json("now.json")
+        self.assertEqual((doc["regressed"], doc["gateFailedBecause"]), ([], ["overall-regression"]))
+        stdout, _, code = run_cli("compare", "base.json", "now.json", "--out", "cmp.json", cwd=self.tmp)
+        self.assertEqual(code, 1)
+        self.assertIn("overall                100%    88%  -12.0 pts (p=0.027)", stdout.splitlines())
+        overall = self.read_json("cmp.json")["overall"]
+        self.assertEqual((overall["regressed"], round(overall["pValue"], 4)), (True, 0.0267))
