@@ -22,7 +22,10 @@ def run_manifest(
     backend_settings: Mapping[str, Any],
     system: str | None,
 ) -> dict[str, Any]:
-    """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs."""
+    """Harness, Python, platform, git commit, backend, task file, system prompt (its hash), selection and runs.
+
+    The task file's ids are listed when the selection left some out; otherwise the selection's are the file's.
+    """
     return {
         "harnessVersion": __version__,
         **({"harnessCommit": __commit__} if __commit__ else {}),
@@ -31,7 +34,14 @@ def run_manifest(
         **git_state(os.getcwd()),
         "backend": backend,
         "backendSettings": dict(backend_settings),
-        "taskFile": {"path": task_file.path, "sha256": task_file.sha256, "toolsSha256": task_file.tools_sha256},
+        "taskFile": {
+            "path": task_file.path,
+            "sha256": task_file.sha256,
+            "toolsSha256": task_file.tools_sha256,
+            # Which tasks the file has, when the selection does not say: compare tells a task left out of the
+            # selection from one gone from the file.
+            **({"taskIds": [task.id for task in task_file.tasks]} if len(selected) < len(task_file.tasks) else {}),
+        },
         "systemPromptSha256": sha256_hex(system.encode("utf-8")) if system is not None else None,
         "selection": {
             "task": list(config.task_globs),

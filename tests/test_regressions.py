@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.subcommands.compare import classify, compare, render, significance_rule, significant_drop
-from tests.support import Received, TempDirTestCase, canned, clean_env, run_cli, send_json
+from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 
 LIST = {"name": "imageman.asset.list", "args": {"path": "/"}}
 WRONG = "tool:wrong-name: expected imageman.asset.get, got imageman.asset.list"
@@ -169,3 +169,28 @@ class RepeatsAgainstABaseline(TempDirTestCase):
         self.assertIn("overall                100%    88%  -12.0 pts (p=0.027)", stdout.splitlines())
         overall = self.read_json("cmp.json")["overall"]
         self.assertEqual((overall["regressed"], round(overall["pValue"], 4)), (True, 0.0267))
+
+
+class CompareOnASelection(TempDirTestCase):
+    def test_tasks_the_candidate_did_not_select_are_not_selected_and_a_task_gone_from_its_file_is_removed(
+        self,
+    ) -> None:
+        run_cli("--out", "base.json", cwd=self.tmp)
+        data = canonical_task_data()
+        data["tasks"] = [task for task in data["tasks"] if task["id"] != "asset-tag-additive"]
+        tasks = self.write_json("fewer.json", data)
+        _, _, code = run_cli("--tasks", tasks, "--task", "asset-*", "--baseline", "base.json", cwd=self.tmp)
+        self.assertEqual(code, 0, "tasks not selected do not fail the baseline gate")
+        stdout, stderr, code = run_cli("compare", "base.json", "eval-results.json", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        lines = stdout.splitlines()
+        self.assertIn("REMOVED            asset-tag-additive  was pass", lines)
+        self.assertIn("NOT SELECTED       5 tasks", lines)
+        self.assertIn("overall                100%   100%  no change", lines)
+        self.assertEqual(lines[-1], "1 removed · 5 not selected · 4 still passing")
+
+    def test_a_shard_compared_with_a_whole_baseline_leaves_the_other_shards_not_selected(self) -> None:
+        run_cli("--out", "base.json", cwd=self.tmp)
+        stdout, stderr, code = run_cli("--shard", "1/2", "--baseline", "base.json", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual(stdout.splitlines()[-1], "5 not selected · 5 still passing")

@@ -24,6 +24,7 @@ ORDER = (
     "changed definition",
     "new",
     "removed",
+    "not selected",
     "fixed",
     "noise",
     "still passing",
@@ -104,15 +105,20 @@ def significance_rule(runs_then: int, runs_now: int) -> str:
 
 
 def classify(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, not_run_in: str | None = None
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    not_run_in: str | None = None,
+    not_selected_in: str | None = None,
 ) -> TaskChange:
     """One task's change, from its entries in the baseline and the candidate (either may be absent: `not_run_in` says
-    which run was cut short before it)."""
+    which run was cut short before it, `not_selected_in` which run left it out of its selection)."""
     entry = after or before
     assert entry is not None
     task_id, category = entry["id"], entry["category"]
     if not_run_in is not None:
         return TaskChange(task_id, category, "not run", f"did not run in the {not_run_in} (was {_brief(entry)})")
+    if not_selected_in is not None:
+        return TaskChange(task_id, category, "not selected", f"not selected in the {not_selected_in}")
     if before is None:
         return TaskChange(task_id, category, "new", _verdict(entry))
     if after is None:
@@ -173,9 +179,16 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Compar
     ids = list(after) + [task_id for task_id in before if task_id not in after]
     not_run = {task_id: "baseline" for task_id in baseline.get("notRun", ())}
     not_run |= {task_id: "candidate" for task_id in candidate.get("notRun", ())}
-    tasks = [classify(before.get(task_id), after.get(task_id), not_run.get(task_id)) for task_id in ids]
+    # A task one run's task file has but that run did not select is not measured there, neither new nor removed.
+    not_selected = {task_id: "baseline" for task_id in after if task_id not in before and _has(baseline, task_id)}
+    not_selected |= {task_id: "candidate" for task_id in before if task_id not in after and _has(candidate, task_id)}
+    tasks = [
+        classify(before.get(task_id), after.get(task_id), not_run.get(task_id), not_selected.get(task_id))
+        for task_id in ids
+    ]
     tasks.sort(key=lambda task: ORDER.index(task.change))
-    then, now = _counts(baseline["results"]), _counts(candidate["results"])
+    then = _counts(entry for entry in baseline["results"] if entry["id"] not in not_selected)
+    now = _counts(entry for entry in candidate["results"] if entry["id"] not in not_selected)
     categories = list(now) + [category for category in then if category not in now]
     by_category = {category: (_rate(then.get(category)), _rate(now.get(category))) for category in categories}
     (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
@@ -208,13 +221,15 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     lines = [f"compare {baseline_name} → {candidate_name}"]
     for label, then, now in comparison.settings:
         lines.append(f"  setting changed: {label} {_show(then)} → {_show(now)}")
-    changed = [task for task in comparison.tasks if task.change != "still passing"]
+    counts = {change: sum(task.change == change for task in comparison.tasks) for change in ORDER}
+    changed = [task for task in comparison.tasks if task.change not in ("still passing", "not selected")]
     width = max((len(task.id) for task in changed), default=0)
     for task in changed:
         lines.append(f"{task.change.upper():<18} {task.id:<{width}}  {task.detail}")
-    unchanged = len(comparison.tasks) - len(changed)
-    if unchanged:
-        lines.append(f"{'STILL PASSING':<18} {unchanged} task{'s' if unchanged > 1 else ''}")
+    # Counted, not listed: a selection of 5 tasks of 50,000 would otherwise print 49,995 lines.
+    for change in ("not selected", "still passing"):
+        if counts[change]:
+            lines.append(f"{change.upper():<18} {count(counts[change], 'task')}")
     lines.append(f"{'category':<20} {'then':>6} {'now':>6}  change")
     for category, (then, now) in comparison.by_category.items():
         lines.append(f"{category:<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}")
@@ -231,7 +246,6 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
     if max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))
-    counts = {change: sum(task.change == change for task in comparison.tasks) for change in ORDER}
     lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
     return lines
 
@@ -339,6 +353,13 @@ def _failure_shift(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     if before["code"] != after["code"]:
         return f"{before['code']} → {after['code']}: {after['reason']} (the failure changed)"
     return f"{after['code']}: {after['reason']}"
+
+
+def _has(run: Mapping[str, Any], task_id: str) -> bool:
+    """Whether the run's task file had the task: its manifest lists the file's ids when it selected fewer."""
+    manifest = run["manifest"]
+    ids = _lookup(manifest, ("taskFile", "taskIds"))
+    return task_id in (ids if isinstance(ids, list) else manifest["selection"]["taskIds"])
 
 
 def _counts(entries: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
