@@ -29,7 +29,7 @@ from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, dry_run_lines, say
-from harness.results import Spool, load_results, partial, results_document, task_entry
+from harness.results import Spool, baseline_record, load_results, partial, results_document, task_entry
 from harness.running import InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
@@ -134,6 +134,7 @@ def run(argv: Sequence[str]) -> int:
     baseline = load_results(config.baseline_path) if config.baseline_path else None
     if baseline is not None and partial(baseline):
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
+    compared_with = baseline_record(config.baseline_path, baseline) if config.baseline_path and baseline else None
 
     settings = backend.describe()
     plan = f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}"
@@ -216,9 +217,7 @@ def run(argv: Sequence[str]) -> int:
         tasks=entries,
         interrupted=isinstance(stop, KeyboardInterrupt),
         not_run=not_run,
-        baseline={"path": config.baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]}
-        if baseline
-        else None,
+        baseline=compared_with,
     )
     try:
         publish(document, summary, config.outputs, comparison)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
-from harness.text import count, kind
+from harness.text import count, kind, sha256_hex
 
 RESULTS_SCHEMA_VERSION = 2
 CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a conversation record keeps
@@ -239,6 +239,25 @@ def results_document(
         **({"baseline": dict(baseline)} if baseline is not None else {}),
         "results": tasks if isinstance(tasks, Spool) else list(tasks),
     }
+
+
+def baseline_record(path: str, document: Mapping[str, Any]) -> dict[str, Any]:
+    """What a results file records of the baseline it was compared with: its path, the SHA-256 of its bytes, its run."""
+    return {
+        "path": path,
+        "sha256": file_sha256(path),
+        "runId": document["runId"],
+        "fingerprint": document["fingerprint"],
+    }
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a file's bytes; a ConfigError naming the file when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return sha256_hex(f.read())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def partial(document: Mapping[str, Any]) -> str | None:

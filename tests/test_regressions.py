@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections import Counter
 from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.records import ConfigError
+from harness.subcommands import merge
 from harness.subcommands.compare import classify, compare, render, significance_rule, significant_drop
+from harness.text import sha256_hex
 from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 
 LIST = {"name": "imageman.asset.list", "args": {"path": "/"}}
@@ -169,6 +174,110 @@ class RepeatsAgainstABaseline(TempDirTestCase):
         self.assertIn("overall                100%    88%  -12.0 pts (p=0.027)", stdout.splitlines())
         overall = self.read_json("cmp.json")["overall"]
         self.assertEqual((overall["regressed"], round(overall["pValue"], 4)), (True, 0.0267))
+
+
+class MergeWithABaseline(TempDirTestCase):
+    """Shards run against a baseline: each finds its own regressions, and the merge keeps them all."""
+
+    def shards_against_a_baseline(self, *args: str) -> None:
+        run_cli("--out", "base.json", env=clean_env(EVAL_AGENT_URL=self.serve(canned).url()), cwd=self.tmp)
+        # asset-get-details is in shard 1/2, asset-search-semantic in 2/2.
+        agent = self.serve(wrong_on({"asset-get-details": None, "asset-search-semantic": None}))
+        for k in (1, 2):
+            _, _, code = run_cli(
+                "--shard", f"{k}/2", "--baseline", "base.json", "--out", f"s{k}.json", *args,
+                env=clean_env(EVAL_AGENT_URL=agent.url()), cwd=self.tmp,
+            )  # fmt: skip
+            self.assertEqual(code, 1, f"shard {k} regressed")
+
+    def test_merge_keeps_the_regressions_the_shards_found(self) -> None:
+        self.shards_against_a_baseline()
+        with open(os.path.join(self.tmp, "base.json"), "rb") as f:
+            sha256 = sha256_hex(f.read())
+        self.assertEqual(self.read_json("s1.json")["baseline"]["sha256"], sha256)
+        self.assertEqual(self.read_json("s1.json")["regressed"], ["asset-get-details"])
+        stdout, stderr, code = run_cli("merge", "s1.json", "s2.json", "--out", "m.json", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn(
+            "8/10 PASS at 80% (gate 80%) · 2 failed · gate not met: regression against the baseline"
+            " (asset-search-semantic, asset-get-details)",
+            stdout.splitlines(),
+        )
+        merged = self.read_json("m.json")
+        self.assertEqual(
+            (merged["regressed"], merged["gatePassed"], merged["baseline"]["path"], merged["baseline"]["sha256"]),
+            (["asset-search-semantic", "asset-get-details"], False, "base.json", sha256),
+        )
+
+    def test_merge_reads_the_baseline_the_shards_name_or_the_one_given(self) -> None:
+        self.shards_against_a_baseline()
+        shutil.move(os.path.join(self.tmp, "base.json"), os.path.join(self.tmp, "moved.json"))
+        _, stderr, code = run_cli("merge", "s1.json", "s2.json", "--out", "m.json", cwd=self.tmp)
+        self.assertEqual(
+            (stderr, code),
+            (
+                "eval_agent merge: error: base.json: cannot read: No such file or directory (the baseline the shards"
+                " were compared with; give it with --baseline)\n",
+                2,
+            ),
+        )
+        _, _, code = run_cli("merge", "s1.json", "s2.json", "--out", "m.json", "--baseline", "moved.json", cwd=self.tmp)
+        merged = self.read_json("m.json")
+        self.assertEqual((code, len(merged["regressed"]), merged["baseline"]["path"]), (1, 2, "moved.json"))
+        self.write_json("base.json", {"changed": True})
+        _, stderr, code = run_cli("merge", "s1.json", "s2.json", "--out", "m.json", cwd=self.tmp)
+        self.assertEqual(
+            (stderr, code),
+            (
+                "eval_agent merge: error: base.json: not the baseline the shards were compared with (its SHA-256"
+                " differs); give that one with --baseline\n",
+                2,
+            ),
+        )
+
+    def test_merge_refuses_shards_that_differ_in_baseline_gate_task_file_or_selection(self) -> None:
+        self.shards_against_a_baseline()
+        s2 = self.read_json("s2.json")
+
+        def changed(change: Any) -> str:
+            doc = self.read_json("s2.json")
+            change(doc)
+            return self.write_json("other.json", doc)
+
+        cases = [
+            (lambda doc: doc.update(gate=90.0), "gate (90%)", "(80%)"),
+            (lambda doc: doc.update(gateOn="pass-all"), "gate-on (pass-all)", "(trials)"),
+            (
+                lambda doc: doc["baseline"].update(path="old.json", sha256="0" * 64),
+                "baseline (old.json, SHA-256 000000000000…)",
+                f"(base.json, SHA-256 {s2['baseline']['sha256'][:12]}…)",
+            ),
+            (
+                lambda doc: doc.pop("baseline"),
+                "baseline (none)",
+                f"(base.json, SHA-256 {s2['baseline']['sha256'][:12]}…)",
+            ),
+            (
+                lambda doc: doc["manifest"]["taskFile"].update(sha256="e" * 64),
+                "task file (SHA-256 eeeeeeeeeeee…)",
+                f"(SHA-256 {s2['manifest']['taskFile']['sha256'][:12]}…)",
+            ),
+            (
+                lambda doc: doc["manifest"]["selection"].update(category=["asset.*"]),
+                "selection (--category asset.*)",
+                "(all tasks)",
+            ),
+        ]
+        self.work_in_tmp()
+        for change, theirs, ours in cases:
+            with self.subTest(theirs):
+                other = changed(change)
+                with self.assertRaises(ConfigError) as caught:
+                    merge.main(["s1.json", os.path.basename(other), "--out", "m.json"])
+                self.assertEqual(
+                    str(caught.exception),
+                    f"other.json: its {theirs} differs from s1.json's {ours}: not shards of one run",
+                )
 
 
 class CompareOnASelection(TempDirTestCase):

@@ -11,8 +11,10 @@ from harness.config import STEP_SUMMARY, percentage
 from harness.flags import Parser
 from harness.records import ConfigError, Outputs, Summary, Unreachable
 from harness.reporters import publish, unreachable_reason
-from harness.results import load_results, partial, results_document
+from harness.reporters.console import say
+from harness.results import baseline_record, file_sha256, load_results, partial, results_document
 from harness.settings import Sources, output_path
+from harness.subcommands.compare import Comparison, compare, render
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -27,6 +29,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="the shards' results files")
     parser.add_argument("--out", metavar="FILE", required=True, help="the merged results file")
     parser.add_argument("--gate", metavar="PERCENT", help="the gate to apply (default: the shards' own)")
+    parser.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="compare the merged run with this results file (default: the baseline the shards were compared with)",
+    )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
     parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
     parser.add_argument(
@@ -38,7 +45,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     shards = [load_results(path) for path in args.results]
     gate = percentage(args.gate, "--gate") if args.gate else None
-    document, summary = merge(shards, args.results, gate, args.allow_partial)
+    document, summary, comparison = merge(shards, args.results, gate, args.allow_partial, args.baseline)
     summary_md = [output_path(args.summary_md, "--summary-md")] if args.summary_md else []
     step_summary = Sources(args, os.environ).get(STEP_SUMMARY)
     step_summary = step_summary and output_path(step_summary, STEP_SUMMARY.var)
@@ -48,16 +55,24 @@ def main(argv: Sequence[str]) -> int:
         (*summary_md, *([step_summary] if step_summary else [])),
         output_path(args.html, "--html") if args.html else None,
     )
-    publish(document, summary, outputs)
+    publish(document, summary, outputs, comparison)
+    if comparison is not None:
+        for line in render(comparison, document["baseline"]["path"], args.out):
+            say(line)
     if summary.exit_code == EXIT_UNREACHABLE:
         raise Unreachable(unreachable_reason(document["manifest"], document["results"][0]))
     return summary.exit_code
 
 
 def merge(
-    shards: Sequence[Mapping[str, Any]], paths: Sequence[str], gate: Decimal | None, allow_partial: bool = False
-) -> tuple[dict[str, Any], Summary]:
-    """The merged document and its verdict; ConfigError when the shards are not the whole of one run."""
+    shards: Sequence[Mapping[str, Any]],
+    paths: Sequence[str],
+    gate: Decimal | None,
+    allow_partial: bool = False,
+    baseline_path: str | None = None,
+) -> tuple[dict[str, Any], Summary, Comparison | None]:
+    """The merged document, its verdict and its comparison with the baseline (the one given, else the one the shards
+    were compared with, if any); ConfigError when the shards are not the whole of one run."""
     first, first_path = shards[0], paths[0]
     counts = set()
     seen: dict[str, str] = {}
@@ -67,6 +82,12 @@ def merge(
             raise ConfigError(f"{path} is a partial run ({why}); merge it anyway with --allow-partial")
         if doc["fingerprint"] != first["fingerprint"]:
             raise ConfigError(f"{path}: its fingerprint differs from {first_path}'s: not shards of one run")
+        for label, (mine, theirs) in _agreement(doc, first, gate is None).items():
+            if mine != theirs:
+                raise ConfigError(
+                    f"{path}: its {label} ({_describe(label, mine)}) differs from {first_path}'s"
+                    f" ({_describe(label, theirs)}): not shards of one run"
+                )
         shard = doc["manifest"]["selection"]["shard"]
         if shard is None:
             raise ConfigError(f"{path}: not a shard (it ran without --shard)")
@@ -95,16 +116,24 @@ def merge(
         raise ConfigError(f"the shards do not cover the run: {', '.join(unaccounted) or 'tasks outside its selection'}")
 
     results = [entries[task_id] for task_id in order if task_id in entries]
+    not_run = [task_id for task_id in order if task_id in not_run]
+    manifest = dict(first["manifest"])
+    manifest["selection"] = {**manifest["selection"], "shard": None, "mergedShards": count}
+    baseline = _baseline(first.get("baseline"), baseline_path, first_path)
+    comparison = None
+    if baseline is not None:
+        merged = {"manifest": manifest, "runs": first["runs"], "results": results, "notRun": not_run}
+        comparison = compare(baseline[1], merged)
     summary = decide(
         [tally(entry) for entry in results],
         gate if gate is not None else Decimal(str(first["gate"])),
         runs=first["runs"],
         gate_on=first["gateOn"],
         not_run=len(not_run),
+        regressed=comparison.regressed if comparison else (),
+        overall_regressed=comparison.overall_regressed if comparison else False,
         internal_error=next((doc["internalError"] for doc in shards if doc.get("internalError")), None),
     )
-    manifest = dict(first["manifest"])
-    manifest["selection"] = {**manifest["selection"], "shard": None, "mergedShards": count}
     document = results_document(
         run_id=first["runId"],
         fingerprint=first["fingerprint"],
@@ -114,6 +143,70 @@ def merge(
         summary=summary,
         tasks=results,
         interrupted=any(doc["interrupted"] for doc in shards),
-        not_run=[task_id for task_id in order if task_id in not_run],
+        not_run=not_run,
+        baseline=baseline_record(*baseline) if baseline is not None else None,
     )
-    return document, summary
+    return document, summary, comparison
+
+
+def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool) -> dict[str, tuple[Any, Any]]:
+    """What shards of one run share beyond their fingerprint (the gate too, unless merge sets its own): label -> the
+    shard's and the first shard's."""
+
+    def shared(doc: Mapping[str, Any]) -> dict[str, Any]:
+        manifest, baseline = doc["manifest"], doc.get("baseline")
+        selection, task_file = manifest["selection"], manifest.get("taskFile")
+        return {
+            **({"gate": doc["gate"]} if same_gate else {}),
+            "gate-on": doc["gateOn"],
+            "task file": task_file.get("sha256") if isinstance(task_file, dict) else None,
+            "selection": (selection.get("task") or [], selection.get("category") or []),
+            "baseline": (baseline.get("path"), baseline.get("sha256")) if isinstance(baseline, dict) else None,
+        }
+
+    mine, theirs = shared(doc), shared(first)
+    return {label: (mine[label], theirs[label]) for label in mine}
+
+
+def _describe(label: str, value: Any) -> str:
+    """A value _agreement compares, as the refusal says it."""
+    if label == "gate":
+        return f"{value:g}%"
+    if label == "task file":
+        return f"SHA-256 {_short(value)}"
+    if label == "selection":
+        flags = [f"--task {glob}" for glob in value[0]] + [f"--category {glob}" for glob in value[1]]
+        return " ".join(flags) or "all tasks"
+    if label == "baseline":
+        return "none" if value is None else f"{value[0]}, SHA-256 {_short(value[1])}"
+    return str(value)
+
+
+def _short(sha256: Any) -> str:
+    return f"{sha256[:12]}…" if isinstance(sha256, str) else "(none)"
+
+
+def _baseline(recorded: Any, given: str | None, first_path: str) -> tuple[str, dict[str, Any]] | None:
+    """The baseline to compare the merged run with, and its path: the one given, else the one the shards recorded
+    (checked to be the same bytes); None when there is neither."""
+    if given is not None:
+        path = given
+    elif recorded is None:
+        return None
+    else:
+        path = recorded.get("path") if isinstance(recorded, dict) else None
+        if not isinstance(path, str):
+            raise ConfigError(f"{first_path}: baseline.path: expected a string")
+        try:
+            sha256 = file_sha256(path)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (the baseline the shards were compared with; give it with --baseline)") from None
+        if sha256 != recorded.get("sha256"):
+            raise ConfigError(
+                f"{path}: not the baseline the shards were compared with (its SHA-256 differs); give that one with"
+                " --baseline"
+            )
+    baseline = load_results(path)
+    if partial(baseline):
+        raise ConfigError(f"{path}: a partial run ({partial(baseline)}) cannot be a baseline")
+    return path, baseline
