@@ -88,8 +88,12 @@ class RepeatsAgainstABaseline(TempDirTestCase):
     ) -> None:
         for runs, passes, change, detail in BY_RUN_SIZE:
             with self.subTest(runs=runs, passes=passes):
-                result = classify(entry("t", runs, runs), entry("t", passes, runs))
-                self.assertEqual((result.change, result.detail), (change, detail))
+                comparison = compare(run_of([entry("t", runs, runs)], runs), run_of([entry("t", passes, runs)], runs))
+                (task,) = comparison.tasks
+                self.assertEqual((task.change, task.detail), (change, detail))
+                self.assertEqual(comparison.regressed, ["t"] if change == "regressed" else [])
+                rule = [line for line in render(comparison, "a", "b") if line.startswith("significance:")]
+                self.assertEqual(rule, [significance_rule(runs, runs)] if runs > 1 else [])
 
     def test_below_four_runs_a_side_a_task_that_fails_every_trial_then_and_passes_now_is_fixed(self) -> None:
         fixed = classify(entry("t", 0, 3), entry("t", 3, 3))
