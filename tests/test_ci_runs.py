@@ -379,7 +379,7 @@ class Shards(CiTestCase):
         cases = [
             ([s1, s2], "shard 3/3 of 3 is missing"),
             ([s1, s2, s3, s3], f"{s3}: shard 3/3 again (also {s3})"),
-            ([s1, s2, other], f"{other}: its fingerprint differs from {s1}'s: not shards of one run"),
+            ([s1, s2, other], f"{other}: its number of runs (2) differs from {s1}'s (1): not shards of one run"),
             ([s1, s2, s3, half], "the shards come from different splits: 1/2, 1/3, 2/3, 3/3"),
             ([s1, "whole.json"], "whole.json: not a shard (it ran without --shard)"),
             (

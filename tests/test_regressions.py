@@ -239,7 +239,7 @@ class MergeWithABaseline(TempDirTestCase):
             ),
         )
 
-    def test_merge_refuses_shards_that_differ_in_baseline_gate_task_file_or_selection(self) -> None:
+    def test_merge_refuses_shards_that_differ_in_baseline_gate_task_file_selection_or_a_setting_naming_it(self) -> None:
         self.shards_against_a_baseline()
         s2 = self.read_json("s2.json")
 
@@ -270,6 +270,16 @@ class MergeWithABaseline(TempDirTestCase):
                 lambda doc: doc["manifest"]["selection"].update(category=["asset.*"]),
                 "selection (--category asset.*)",
                 "(all tasks)",
+            ),
+            (
+                lambda doc: doc["manifest"]["backendSettings"].update(url="http://127.0.0.1:1/run"),
+                'backend settings ({"url":"http://127.0.0.1:1/run"})',
+                f'({{"url":"{s2["manifest"]["backendSettings"]["url"]}"}})',
+            ),
+            (
+                lambda doc: doc["manifest"].update(systemPromptSha256="a" * 64),
+                "system prompt (SHA-256 aaaaaaaaaaaa…)",
+                "(none)",
             ),
         ]
         self.work_in_tmp()

@@ -15,6 +15,7 @@ from harness.reporters.console import say
 from harness.results import baseline_record, file_sha256, load_results, partial, results_document
 from harness.settings import Sources, output_path
 from harness.subcommands.compare import Comparison, compare, render
+from harness.text import canonical_json, clip
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -80,14 +81,14 @@ def merge(
         why = partial(doc)
         if why and not allow_partial:
             raise ConfigError(f"{path} is a partial run ({why}); merge it anyway with --allow-partial")
-        if doc["fingerprint"] != first["fingerprint"]:
-            raise ConfigError(f"{path}: its fingerprint differs from {first_path}'s: not shards of one run")
         for label, (mine, theirs) in _agreement(doc, first, gate is None).items():
             if mine != theirs:
                 raise ConfigError(
                     f"{path}: its {label} ({_describe(label, mine)}) differs from {first_path}'s"
                     f" ({_describe(label, theirs)}): not shards of one run"
                 )
+        if doc["fingerprint"] != first["fingerprint"]:  # what is left: the selected tasks' definitions
+            raise ConfigError(f"{path}: its fingerprint differs from {first_path}'s: not shards of one run")
         shard = doc["manifest"]["selection"]["shard"]
         if shard is None:
             raise ConfigError(f"{path}: not a shard (it ran without --shard)")
@@ -150,21 +151,32 @@ def merge(
 
 
 def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool) -> dict[str, tuple[Any, Any]]:
-    """What shards of one run share beyond their fingerprint (the gate too, unless merge sets its own): label -> the
-    shard's and the first shard's."""
+    """What shards of one run share, named (the gate too, unless merge sets its own): label -> the shard's and the
+    first shard's."""
 
     def shared(doc: Mapping[str, Any]) -> dict[str, Any]:
         manifest, baseline = doc["manifest"], doc.get("baseline")
         selection, task_file = manifest["selection"], manifest.get("taskFile")
+        task_file = task_file if isinstance(task_file, dict) else {}
         return {
+            "number of runs": doc["runs"],
+            "backend": manifest["backend"],
+            "backend settings": manifest["backendSettings"],
+            "system prompt": manifest.get("systemPromptSha256"),
+            "tool surface": task_file.get("toolsSha256"),
             **({"gate": doc["gate"]} if same_gate else {}),
             "gate-on": doc["gateOn"],
-            "task file": task_file.get("sha256") if isinstance(task_file, dict) else None,
+            "task file": task_file.get("sha256"),
             "selection": (selection.get("task") or [], selection.get("category") or []),
             "baseline": (baseline.get("path"), baseline.get("sha256")) if isinstance(baseline, dict) else None,
         }
 
     mine, theirs = shared(doc), shared(first)
+    settings = mine["backend settings"], theirs["backend settings"]
+    if all(isinstance(value, dict) for value in settings):
+        # Only the settings that differ, so that the refusal shows them rather than a long list that is cut.
+        keys = sorted(key for key in {*settings[0], *settings[1]} if settings[0].get(key) != settings[1].get(key))
+        mine["backend settings"], theirs["backend settings"] = ({key: one.get(key) for key in keys} for one in settings)
     return {label: (mine[label], theirs[label]) for label in mine}
 
 
@@ -172,8 +184,10 @@ def _describe(label: str, value: Any) -> str:
     """A value _agreement compares, as the refusal says it."""
     if label == "gate":
         return f"{value:g}%"
-    if label == "task file":
-        return f"SHA-256 {_short(value)}"
+    if label in ("task file", "tool surface", "system prompt"):
+        return f"SHA-256 {_short(value)}" if value is not None else "none"
+    if label == "backend settings":
+        return clip(canonical_json(value), 80)  # masked already, as the manifest keeps them
     if label == "selection":
         flags = [f"--task {glob}" for glob in value[0]] + [f"--category {glob}" for glob in value[1]]
         return " ".join(flags) or "all tasks"
@@ -183,7 +197,7 @@ def _describe(label: str, value: Any) -> str:
 
 
 def _short(sha256: Any) -> str:
-    return f"{sha256[:12]}…" if isinstance(sha256, str) else "(none)"
+    return f"{sha256[:12]}…" if isinstance(sha256, str) else str(sha256)
 
 
 def _baseline(recorded: Any, given: str | None, first_path: str) -> tuple[str, dict[str, Any]] | None:
