@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -11,6 +15,10 @@ from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
 from harness.text import count, kind, sha256_hex
 
 RESULTS_SCHEMA_VERSION = 2
+NON_FINITE = "nonFinite"  # in an object of the results file: where its NaN and infinities were written as strings
+# The temporary files of a write and of a run's entries: .eval-<pid>-<12 hex>.tmp, .eval-entries-<pid>-<12 hex>.jsonl
+LEFTOVER = re.compile(r"\.eval-(?:entries-)?([1-9][0-9]{0,9})-[0-9a-f]{12}\.(?:tmp|jsonl)")
+STARTED = time.time()
 CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a conversation record keeps
 Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
 
@@ -322,25 +330,71 @@ def render_json(document: Mapping[str, Any]) -> Iterator[str]:
 
     Readable and greppable; fast, as json's indent= runs the pure-Python encoder, several times
     slower on 10,000 results; and in pieces, so that a large file is never held twice in memory.
+    Strict JSON whatever an agent sent: see finite_json.
     """
-
-    dumps = ENCODE  # one encoder for all the pieces, not one per dumps()
+    marked: list[str] = []  # the top level's numbers written as strings; a task entry lists its own
     yield "{"
     for number, (key, value) in enumerate(document.items()):
-        yield f"{',' if number else ''}\n  {dumps(key)}: "
-        if not value or not isinstance(value, (list, dict, Spool)):
-            yield dumps([] if isinstance(value, Spool) else value)
-            continue
-        if isinstance(value, dict):
-            yield "{"
-            yield from (f"{',' if i else ''}\n    {dumps(k)}: {dumps(v)}" for i, (k, v) in enumerate(value.items()))
-            yield "\n  }"
-            continue
-        items = value.lines() if isinstance(value, Spool) else map(dumps, value)  # a spool's are JSON already
+        yield f"{',' if number else ''}\n  {ENCODE(key)}: "
+        yield from _top_level_value(key, value, marked)
+    if marked and NON_FINITE not in document:
+        yield f",\n  {ENCODE(NON_FINITE)}: "
+        yield from _top_level_value(NON_FINITE, marked, [])
+    yield "\n}\n"
+
+
+def _top_level_value(key: str, value: Any, marked: list[str]) -> Iterator[str]:
+    if not value or not isinstance(value, (list, dict, Spool)):
+        yield finite_json([] if isinstance(value, Spool) else value, (key,), marked)
+    elif isinstance(value, dict):
+        yield "{"
+        yield from (
+            f"{',' if i else ''}\n    {ENCODE(k)}: {finite_json(v, (key, k), marked)}"
+            for i, (k, v) in enumerate(value.items())
+        )
+        yield "\n  }"
+    else:
+        # A spool's entries are JSON already; a task entry lists its own numbers written as strings.
+        items = (
+            value.lines()
+            if isinstance(value, Spool)
+            else (
+                entry_json(v) if isinstance(v, dict) else finite_json(v, (key, str(i)), marked)
+                for i, v in enumerate(value)
+            )
+        )
         yield "["
         yield from (f"{',' if i else ''}\n    {item}" for i, item in enumerate(items))
         yield "\n  ]"
-    yield "\n}\n"
+
+
+def entry_json(entry: Mapping[str, Any]) -> str:
+    """A task entry as JSON text, its non-finite numbers written as strings and listed in its own `nonFinite`."""
+    marked: list[str] = []
+    text = finite_json(entry, (), marked)
+    if not marked or NON_FINITE in entry:
+        return text
+    return finite_json({**entry, NON_FINITE: marked}, (), [])
+
+
+def finite_json(value: Any, path: Sequence[str], marked: list[str]) -> str:
+    """The value as strict JSON: NaN and infinities, which JSON has no numbers for (a bare NaN is not JSON to jq or a
+    browser), become the strings "NaN", "Infinity" and "-Infinity", their JSON Pointers (RFC 6901) added to marked."""
+    try:
+        return ENCODE(value)
+    except ValueError:
+        return ENCODE(_finite(value, list(path), marked))
+
+
+def _finite(value: Any, path: list[str], marked: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        marked.append("".join("/" + key.replace("~", "~0").replace("/", "~1") for key in path))
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: _finite(inner, [*path, str(key)], marked) for key, inner in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(inner, [*path, str(i)], marked) for i, inner in enumerate(value)]
+    return value
 
 
 def write_atomic(path: str, chunks: Iterable[str]) -> None:
@@ -375,9 +429,14 @@ class Staged:
 
 
 def stage(path: str, chunks: Iterable[str]) -> Staged:
-    """Write the chunks to a temporary file beside path, flushed to disk; ConfigError when that cannot be done."""
+    """Write the chunks to a temporary file beside path, flushed to disk, with the mode path has (a new file: the mode a
+    plain open() gives); ConfigError when that cannot be done."""
     target = os.path.realpath(path)
-    if os.path.exists(target) and not os.path.isfile(target):
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(f"cannot write {path}: not a regular file")
     try:
         fd, temporary = exclusive_file(os.path.dirname(target), ".eval-", ".tmp")
@@ -385,6 +444,8 @@ def stage(path: str, chunks: Iterable[str]) -> Staged:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     staged = Staged(path, target, temporary)
     try:
+        if mode is not None:
+            os.chmod(temporary, stat.S_IMODE(mode))  # a results file kept to its owner stays so
         # A lone surrogate from an agent becomes \\udXXX: inside a JSON string, the escape that reads back as it.
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.writelines(chunks)
@@ -411,14 +472,53 @@ def commit(staged: Sequence[Staged]) -> None:
 
 
 def exclusive_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
-    """A new file of a name no one else has, open to read and write with the mode a plain open() gives, and its path."""
+    """A new file of a name no one else has, open to read and write with the mode a plain open() gives, and its path.
+
+    The name holds the process id, so that a later run can tell a file a killed run left from one a run is writing;
+    what killed runs left in the folder is removed first.
+    """
+    _remove_leftovers(folder)
     for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        path = os.path.join(folder, f"{prefix}{os.getpid()}-{os.urandom(6).hex()}{suffix}")
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666), path
         except FileExistsError:
             continue
     raise FileExistsError(f"no free name for a temporary file in {folder}")
+
+
+def _remove_leftovers(folder: str) -> None:
+    """Remove the temporary files of runs that were killed (kill -9, a power cut) before they could remove them.
+
+    Only where a process id can be asked after without harm (on Windows os.kill ends the process), and only files
+    older than this process: a harness in another PID namespace writing to the same folder keeps its files.
+    """
+    if os.name != "posix":
+        return
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        match = LEFTOVER.fullmatch(name)
+        if match is None or _alive(int(match[1])):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            if os.lstat(path).st_mtime < STARTED:
+                os.unlink(path)
+        except OSError:
+            pass  # gone already, or not ours to remove
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 class Spool:
@@ -439,7 +539,7 @@ class Spool:
         self.count = 0
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        self.file.write(ENCODE(entry))
+        self.file.write(entry_json(entry))
         self.file.write("\n")
         self.count += 1
 
@@ -473,4 +573,4 @@ class Spool:
                 pass
 
 
-ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
