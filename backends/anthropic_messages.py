@@ -18,6 +18,7 @@ from backends.provider import (
     tokens,
 )
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool, ToolResult, Turn
+from harness.text import blank
 
 API_VERSION = "2023-06-01"
 OVERLOADED = 529
@@ -80,7 +81,11 @@ class AnthropicMessagesBackend(ProviderBackend):
             raise BackendError(
                 "reply:truncated", "the message was cut short (stop_reason max_tokens) before any tool use", attempts
             )
-        if not calls and not (text or "").strip() and stop_reason != "refusal":
+        if not calls and stop_reason == "pause_turn":
+            # A long-running server tool paused the turn; resuming means sending it back, which a trial does not do.
+            reason = "the turn was paused (stop_reason pause_turn) before any tool use; the harness does not resume it"
+            raise BackendError("reply:truncated", reason, attempts)
+        if not calls and blank(text) and stop_reason != "refusal":
             raise BackendError("reply:empty", "a blank message: no tool use, no text", attempts)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         return Reply(

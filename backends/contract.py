@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
-from harness.text import clip, kind
+from harness.text import blank, clip, kind
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 BLANK = "a blank reply: no tool call, no refusal, no text"
@@ -54,7 +54,7 @@ def parse_reply(body: Any, attempts: int = 1) -> Reply:
         raise BackendError("reply:bad-text", f"text: expected a string, got {kind(text)}")
     # No call is an answer only when said (toolCall: null, toolCalls: []): a blank reply must not pass a refusal task.
     says_no_call = ("toolCall" in body and body["toolCall"] is None) or body.get("toolCalls") == []
-    if not calls and not refused and not (text or "").strip() and not says_no_call:
+    if not calls and not refused and blank(text) and not says_no_call:
         raise BackendError("reply:empty", BLANK)
     return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts)
 

@@ -19,6 +19,7 @@ from backends.provider import (
 )
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
 from harness.settings import Setting, Sources, choice
+from harness.text import blank
 
 # A completion that stopped for these before any tool call was cut short: no answer, not a refusal.
 CUT_SHORT = ("length", "content_filter")
@@ -106,12 +107,15 @@ class OpenAIChatBackend(ProviderBackend):
             raise BackendError("reply:bad-provider-reply", f"not a chat completion: no {exc}", attempts) from None
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
         content, refusal = message.get("content"), message.get("refusal")
-        text = content or refusal
-        text = text if isinstance(text, str) else None
+        said = [value for value in (content, refusal) if isinstance(value, str) and value]
+        text = next((value for value in said if not blank(value)), said[0] if said else None)
+        if not calls and choice.get("finish_reason") == "tool_calls":
+            reason = "finish_reason tool_calls, but the message has no tool_calls"
+            raise BackendError("reply:bad-provider-reply", reason, attempts)
         if not calls and choice.get("finish_reason") in CUT_SHORT:
             reason = f"the completion was cut short (finish_reason {choice['finish_reason']}) before any tool call"
             raise BackendError("reply:truncated", reason, attempts)
-        if not calls and not (text or "").strip():
+        if not calls and blank(text):
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         # The assistant message as the next request must carry it: its text, and each call under the id it came with.

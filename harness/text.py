@@ -15,6 +15,7 @@ from harness.records import Summary
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+MISSING = ("", "undefined", "null", "None")  # what JavaScript and Python print for a value that is not there
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
@@ -56,6 +57,17 @@ def printable(text: str) -> str:
 def _escape(match: re.Match[str]) -> str:
     char = match.group(0)
     return ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def blank(text: str | None) -> bool:
+    """Whether a reply's text shows nothing: none, only whitespace, invisible characters (zero-width spaces and joiners,
+    NUL and other control or format characters), or what a missing value prints as (`undefined`, `null`, `None`)."""
+    shown = (text or "").strip()
+    if not shown.isprintable():  # only then can it hold a control or format character
+        import unicodedata
+
+        shown = "".join(char for char in shown if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp", "Zs"))
+    return shown in MISSING
 
 
 def lone_surrogate(text: str) -> str | None:

@@ -35,6 +35,12 @@ VALID: list[tuple[str, Any, Reply]] = [
     ("so is either with blank text", {"toolCall": None, "text": " "}, Reply(text=" ")),
     ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.")),
     ("text alone is no call", {"text": "Which asset?"}, Reply(text="Which asset?")),
+    (
+        "text with a zero-width joiner is text",
+        {"text": "\U0001f469\u200d\U0001f4bb"},
+        Reply(text="\U0001f469\u200d\U0001f4bb"),
+    ),
+    ("a word that contains undefined is text", {"text": "undefined behaviour"}, Reply(text="undefined behaviour")),
     ("unknown fields are ignored", {"toolCall": None, "traceId": "x"}, Reply()),
     (
         "null optional fields count as absent",
@@ -59,6 +65,11 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("empty text alone", {"text": ""}, "reply:empty", BLANK),
     ("blank text alone", {"text": " \n\t"}, "reply:empty", BLANK),
     ("not refused and nothing else", {"refused": False}, "reply:empty", BLANK),
+    ("zero-width text alone", {"text": "\u200b\u200c\u200d\u2060\ufeff"}, "reply:empty", BLANK),
+    ("NUL and other controls alone", {"text": "\x00 \x1b\u00ad\u202e"}, "reply:empty", BLANK),
+    ("a missing value printed by JavaScript", {"text": "undefined"}, "reply:empty", BLANK),
+    ("a null printed as text", {"text": " null\n"}, "reply:empty", BLANK),
+    ("a Python None printed as text", {"text": "None"}, "reply:empty", BLANK),
     (
         "every field null but toolCall, left out",
         {"toolCalls": None, "refused": None, "text": None},

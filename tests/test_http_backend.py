@@ -240,6 +240,7 @@ FAILURES: list[tuple[str, Any, dict[str, str], str, str]] = [
         "the reply holds none of toolCall, toolCalls, refused, text",
     ),
     ("blank text, no call", status(200, b'{"text": " ", "refused": false}'), {}, "reply:empty", BLANK),
+    ("zero-width text, no call", status(200, b'{"text": "\\u200b\\u0000"}'), {}, "reply:empty", BLANK),
     (
         "refused as a string",
         status(200, b'{"refused": "yes"}'),
