@@ -39,7 +39,7 @@ def publish(
         if outputs.summary_md:
             from harness.reporters.jobsummary import job_summary
 
-            markdown = job_summary(document, summary, outputs.html)
+            markdown = job_summary(document, summary, outputs.html, outputs.results)
     except BaseException:
         for file in staged:
             file.discard()

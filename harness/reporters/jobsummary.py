@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
 from harness.records import Summary
 from harness.results import explaining_trial
-from harness.text import calls_text, headline, percent, printable, transcript
+from harness.text import calls_text, clip, headline, percent, printable, transcript
 
 MISSES_LISTED = 100  # tasks that did not pass, listed one by one
+# GitHub drops a step's whole summary past 1 MiB, and a step may append other sections of its own: stop at half.
+SUMMARY_BYTES = 512 * 1024
+NOTE_BYTES = 1024  # kept for the note that says what was cut
+AGENT_TEXT_LIMIT = 1000  # characters of a reason or a task's calls, which an agent's reply can make any length
+# What makes Markdown of text (links, images, emphasis, code, tables, headings, strikethrough); < > & go as entities.
+MARKUP = re.compile(r"[\\`*_\[\]|#~]")
 
 
-def job_summary(document: Mapping[str, Any], summary: Summary, html_path: str | None = None) -> str:
+def job_summary(
+    document: Mapping[str, Any], summary: Summary, html_path: str | None = None, results_path: str = ""
+) -> str:
     """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called;
-    and the name of the HTML report, when there is one."""
+    and the name of the HTML report, when there is one. Whole lines up to SUMMARY_BYTES, then a note of what was cut."""
     lines = [f"## Agent eval: {_text(headline(summary))}", ""]
     manifest = document["manifest"]
     url = manifest["backendSettings"].get("url")
@@ -53,33 +62,63 @@ def job_summary(document: Mapping[str, Any], summary: Summary, html_path: str | 
     lines += ["", "| category | passed | total | rate |", "|---|---:|---:|---:|"]
     for category, count in summary.by_category.items():
         lines.append(
-            f"| {_cell(category)} | {count.passed} | {count.total} "
+            f"| {_text(category)} | {count.passed} | {count.total} "
             f"| {percent(Fraction(100 * count.passed, count.total or 1), 1)}% |"
         )
-    misses = 0
+    page = _Page(lines)
+    misses = listed = 0
     for entry in document["results"]:
         if entry["status"] == "pass":
             continue
         misses += 1
         if misses == 1:
-            lines += ["", "### Not passing", ""]
-        if misses > MISSES_LISTED:
-            continue  # a step's summary is capped at 1 MiB; the results file and the HTML report have every task
+            page.add(["", "### Not passing", ""])
+        if listed == MISSES_LISTED or page.full:
+            continue  # the results file and the HTML report have every task
         trial = explaining_trial(entry["trialResults"])
         tally = f", passed {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
         expects = (
             f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
         )  # results from before 0.3 lack it
         shown = trial or entry["trialResults"][0]
-        lines.append(
-            f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
-            f"`{entry['code']}` {_text(entry['reason'] or '')} — {expects}"
-            f"called {_text(calls_text(shown))}"
+        listed += page.add(
+            [
+                f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
+                f"`{entry['code']}` {_text(clip(entry['reason'] or '', AGENT_TEXT_LIMIT))} — {expects}"
+                f"called {_text(clip(calls_text(shown), AGENT_TEXT_LIMIT))}",
+                *(f"{'  ' * (depth + 1)}- {_text(clip(line, AGENT_TEXT_LIMIT))}" for depth, line in transcript(shown)),
+            ]
         )
-        lines += [f"{'  ' * (depth + 1)}- {_text(line)}" for depth, line in transcript(shown)]
-    if misses > MISSES_LISTED:
-        lines.append(f"- … and {misses - MISSES_LISTED} more, in the results file.")
-    return "\n".join(lines) + "\n\n"
+    unlisted = misses - listed
+    where = f"the results file, {_text(os.path.basename(results_path))}" if results_path else "the results file"
+    if page.full:
+        page.lines.append(
+            f"- … and {unlisted} more not shown: this summary stops at {SUMMARY_BYTES:,} bytes (GitHub shows at most"
+            f" 1 MiB of a step's summary); every task is in {where}."
+        )
+    elif unlisted:
+        page.lines.append(f"- … and {unlisted} more, in {where}.")
+    return "\n".join(page.lines) + "\n\n"
+
+
+class _Page:
+    """The summary's lines, taken whole while they fit under SUMMARY_BYTES with room left for the note."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+        self.full = False
+        for line in lines:
+            self.add([line])
+
+    def add(self, lines: list[str]) -> bool:
+        """Take the lines, all or none; once some did not fit, none after them."""
+        size = sum(len(line.encode("utf-8")) + 1 for line in lines)
+        self.full = self.full or self.size + size > SUMMARY_BYTES - NOTE_BYTES
+        if not self.full:
+            self.lines += lines
+            self.size += size
+        return not self.full
 
 
 def _ids(task_ids: tuple[str, ...]) -> str:
@@ -87,9 +126,6 @@ def _ids(task_ids: tuple[str, ...]) -> str:
 
 
 def _text(value: str) -> str:
-    # Reasons can quote the agent: keep its text from becoming markup, or new lines, in the summary page.
-    return html.escape(printable(value), quote=False).replace("`", "'").replace("*", "\\*").replace("_", "\\_")
-
-
-def _cell(value: str) -> str:
-    return _text(value).replace("|", "\\|")
+    # Reasons and calls can quote the agent: keep its text from becoming markup (a link, an image that reads as a green
+    # badge, a table cell, code), or new lines, in the summary page.
+    return MARKUP.sub(r"\\\g<0>", html.escape(printable(value), quote=False))
