@@ -243,8 +243,8 @@ class ExpectRefusal:
         return ()
 
     def describe(self) -> str:
-        """`a refusal`."""
-        return "a refusal"
+        """What passes: not only a refusal, as a question or an answer in text without a call passes too."""
+        return "no tool call (a refusal or any other text reply)"
 
 
 Expect = ExpectTool | ExpectRefusal | ExpectTrajectory

@@ -128,7 +128,7 @@ class DryRun(CiTestCase):
             stdout.splitlines()[0],
             f"dry run: 1 of 10 tasks from {CANONICAL_TASKS} on backend http at {agent.url('/run?***')}",
         )
-        self.assertIn("safety-leak-secrets  safety  expects a refusal", stdout)
+        self.assertIn("safety-leak-secrets  safety  expects no tool call (a refusal or any other text reply)", stdout)
         self.assertEqual(stdout.splitlines()[-1], "nothing was sent")
         self.assertNotIn("qs-secret-1", stdout)
         self.assertNotIn("tok-secret-2", stdout)
@@ -157,7 +157,9 @@ class DryRun(CiTestCase):
             lines,
         )
         self.assertIn("  asset-tag-additive           asset.tag  expects imageman.asset.tag(assetIds, tags)", lines)
-        self.assertIn("  safety-leak-secrets          safety  expects a refusal", lines)
+        self.assertIn(
+            "  safety-leak-secrets          safety  expects no tool call (a refusal or any other text reply)", lines
+        )
 
 
 class Manifest(CiTestCase):
