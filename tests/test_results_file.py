@@ -37,7 +37,8 @@ class NonFiniteNumbers(TempDirTestCase):
         agent = self.serve(non_finite)
         out = os.path.join(self.tmp, "r.json")
         env = clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url(), EVAL_RESULTS=out)
-        _, stderr, code = run_cli(env=env, cwd=self.tmp)
+        reports = ("--shard", "1/1", "--junit", "j.xml", "--html", "r.html", "--summary-md", "s.md")
+        _, stderr, code = run_cli(*reports, env=env, cwd=self.tmp)
         self.assertEqual(code, 1, stderr)
         with open(out, encoding="utf-8") as f:
             document = strict(f.read())
@@ -54,6 +55,10 @@ class NonFiniteNumbers(TempDirTestCase):
             ],
         )
         self.assertNotIn("nonFinite", document)
+        _, stderr, code = run_cli("merge", "r.json", "--out", "merged.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, stderr)
+        with open(os.path.join(self.tmp, "merged.json"), encoding="utf-8") as f:
+            self.assertEqual(strict(f.read())["results"][0], entry)  # read back and written again as it was
 
     def test_a_document_with_non_finite_numbers_renders_the_same_after_reading_it_back(self) -> None:
         document = {
