@@ -83,7 +83,7 @@ class JobSummary(TempDirTestCase):
         self.assertEqual(
             note,
             f"- … and 7 more not shown: this summary stops at {cap:,} bytes (GitHub shows at most 1 MiB of a step's"
-            " summary); every task is in the results file, r.json.",
+            " summary); every task is in the results file, `r.json`.",
         )
 
     def test_markdown_an_agent_sends_is_shown_as_text(self) -> None:

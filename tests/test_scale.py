@@ -94,7 +94,7 @@ class FlatMemory(TempDirTestCase):
             listed = [line for line in f.read().splitlines() if line.startswith("- ")]
         self.assertEqual(len(listed), MISSES_LISTED + 1)
         self.assertTrue(listed[0].startswith("- **t50** (c0, fail)"), listed[0])
-        self.assertEqual(listed[-1], "- … and 150 more, in the results file, r.json.")
+        self.assertEqual(listed[-1], "- … and 150 more, in the results file, `r.json`.")
 
 
 class StreamedEntries(TempDirTestCase):

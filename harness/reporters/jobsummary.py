@@ -35,8 +35,9 @@ def job_summary(
         f" · fingerprint `{document['fingerprint'][:12]}`"
     )
     if html_path:
-        name = _text(os.path.basename(html_path))
-        lines.append(f"\nThe whole run, task by task: `{name}` (the HTML report, with the results).")
+        lines.append(
+            f"\nThe whole run, task by task: {_code(os.path.basename(html_path))} (the HTML report, with the results)."
+        )
     if summary.runs > 1:
         pass_k = ", ".join(f"pass^{k} {percent(value * 100, 1)}%" for k, value in summary.pass_all_k.items())
         lines.append(f"\n{summary.runs} trials per task: {pass_k}.")
@@ -90,7 +91,7 @@ def job_summary(
             ]
         )
     unlisted = misses - listed
-    where = f"the results file, {_text(os.path.basename(results_path))}" if results_path else "the results file"
+    where = f"the results file, {_code(os.path.basename(results_path))}" if results_path else "the results file"
     if page.full:
         page.lines.append(
             f"- … and {unlisted} more not shown: this summary stops at {SUMMARY_BYTES:,} bytes (GitHub shows at most"
@@ -129,3 +130,9 @@ def _text(value: str) -> str:
     # Reasons and calls can quote the agent: keep its text from becoming markup (a link, an image that reads as a green
     # badge, a table cell, code), or new lines, in the summary page.
     return MARKUP.sub(r"\\\g<0>", html.escape(printable(value), quote=False))
+
+
+def _code(name: str) -> str:
+    # Inside a code span a backslash shows as itself, and only a backtick could end it.
+    quoted = printable(name).replace("`", "'")
+    return f"`{quoted}`"
