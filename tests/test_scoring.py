@@ -579,7 +579,7 @@ class Describe(unittest.TestCase):
             (GET, "imageman.asset.get(assetId)"),
             (URL, "imageman.transform.url(assetId, format, width, fit)"),
             (WEATHER, "weather.get(city, unit?)"),
-            (REFUSE, "a refusal"),
+            (REFUSE, "no tool call (a refusal or any other text reply)"),
             (trajectory("in-order", SEARCH, TAG_STEP), "imageman.asset.search(), then imageman.asset.tag(tags)"),
             (trajectory("exact", SEARCH, TAG_STEP), "exactly imageman.asset.search(), then imageman.asset.tag(tags)"),
             (
