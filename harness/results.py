@@ -444,10 +444,10 @@ def stage(path: str, chunks: Iterable[str]) -> Staged:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     staged = Staged(path, target, temporary)
     try:
-        if mode is not None:
-            os.chmod(temporary, stat.S_IMODE(mode))  # a results file kept to its owner stays so
         # A lone surrogate from an agent becomes \\udXXX: inside a JSON string, the escape that reads back as it.
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+            if mode is not None:
+                os.chmod(temporary, stat.S_IMODE(mode))  # a results file kept to its owner stays so
             f.writelines(chunks)
             f.flush()
             os.fsync(f.fileno())
