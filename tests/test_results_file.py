@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -13,7 +14,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.results import render_json, write_atomic
-from tests.support import ROOT, Received, TempDirTestCase, clean_env, run_cli, send
+from tests.support import CLI_TIMEOUT, ROOT, Received, TempDirTestCase, clean_env, run_cli, send
 
 NON_FINITE_CALL = (
     b'{"toolCall": {"name": "imageman.asset.get", "args": {"assetId": NaN, "size": [Infinity, -Infinity]}}}'
@@ -116,6 +117,8 @@ class LeftoverTemporaryFiles(TempDirTestCase):
         self.addCleanup(writer.wait, 10)
         self.addCleanup(writer.stdout.close)  # type: ignore[union-attr]
         self.addCleanup(writer.kill)
+        ready, _, _ = select.select([writer.stdout], [], [], CLI_TIMEOUT)
+        self.assertTrue(ready, "the writer never began its write")
         self.assertEqual(writer.stdout.readline(), "writing\n")  # type: ignore[union-attr]
         return writer
 
