@@ -24,6 +24,7 @@ from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
 from harness.config import MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
+from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
@@ -48,6 +49,8 @@ from harness.verdict import (
 
 # Ctrl-C is SIGINT; these end a run the same way: a CI job cancelled (SIGTERM), a terminal closed (SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+# What a task's entry in the results says of the task itself, as its task file has it (its id aside: see on_task).
+TASK_TEXT = ("category", "expected", "prompt")
 # name -> (the module whose main(argv) runs it, what it does); with none of these first, the arguments are a run's.
 SUBCOMMANDS = {
     "merge": (
@@ -63,16 +66,10 @@ SUBCOMMANDS = {
     "report": ("harness.subcommands.report", "render a results file as one self-contained HTML page"),
     "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),
 }
-# Every variable a setting declares, whoever reads it: one for a backend other than the one a run uses is no typo.
-DECLARED = frozenset(
-    setting.var
-    for setting in (
-        BACKEND,
-        *RUN_SETTINGS,
-        MCP_HEADERS,
-        *(s for backend in BACKENDS.values() for s in backend.SETTINGS),
-    )
-)
+# Every setting declared, whoever reads it: a variable for a backend other than the one a run uses is no typo, and a
+# secret it holds is masked all the same.
+SETTINGS = (BACKEND, *RUN_SETTINGS, MCP_HEADERS, *(s for backend in BACKENDS.values() for s in backend.SETTINGS))
+DECLARED = frozenset(setting.var for setting in SETTINGS)
 # The subcommands that read EVAL_ settings and a task file: they refuse an unknown variable as a run does.
 CHECKED = {"validate"}
 
@@ -130,7 +127,14 @@ def run(argv: Sequence[str]) -> int:
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
     tasks = shard_of(selected, *config.shard) if config.shard else selected
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
-    backend = BACKENDS[backend_name](backend_settings, surface, config.run_id)
+    # Every secret the run can know, whichever backend runs: what the environment holds, what the tasks expanded.
+    known = Secrets(
+        environment_secrets(SETTINGS, os.environ) | variable_secrets(task_file.expanded, SETTINGS, os.environ)
+    )
+    forbidden = Secrets({text.value: text.label for task in tasks for text in task.expect.forbidden_text})
+    backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden)
+    secrets = known | Secrets(backend.secrets())  # a leak when a reply holds one
+    hidden = backend.hidden  # never written: these, the forbidden text, the query values of the backend's URLs
     baseline = load_results(config.baseline_path) if config.baseline_path else None
     if baseline is not None and partial(baseline):
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
@@ -142,12 +146,14 @@ def run(argv: Sequence[str]) -> int:
     plan += f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else ""
     plan += f" on backend {backend_name}" + (f" at {settings['url']}" if "url" in settings else "")
     plan += f" ({backend.CAVEAT})" if getattr(backend, "CAVEAT", "") else ""
+    plan = hidden.mask(plan)
     if config.dry_run:
         for line in dry_run_lines(plan, config, tasks, settings):
-            say(line)
+            say(hidden.mask(line))
         return EXIT_GATE_MET
 
-    manifest = run_manifest(config, task_file, selected, backend_name, settings, surface.system)
+    # The secrets alone: the task ids it lists stay the ids a baseline knows, whatever the query values.
+    manifest = secrets.mask_json(run_manifest(config, task_file, selected, backend_name, settings, surface.system))
     # What is loaded now stays until the end: the collector need not walk the tasks again each time it runs, nor
     # at the exit (left frozen, the interpreter's teardown takes 6 ms less of a 55 ms stub run).
     gc.freeze()
@@ -164,6 +170,8 @@ def run(argv: Sequence[str]) -> int:
 
     def on_task(task: Task, trials: Sequence[Result]) -> None:
         entry = task_entry(task, trials)
+        if hidden:  # what the task says may hold what its placeholders expanded; the trials are masked already
+            entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
         console.task(entry)
         entries.add(entry)
         if not first:
@@ -178,8 +186,6 @@ def run(argv: Sequence[str]) -> int:
         console.trial(result.outcome.status)
         in_task_order.add(result)
 
-    secrets = Secrets(backend.secrets())
-    hidden = secrets | Secrets({text.value: text.label for task in tasks for text in task.expect.forbidden_text})
     # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
     concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
     stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden)

@@ -1,8 +1,9 @@
 """Backends turn an AgentRequest into a Reply. BACKENDS maps a name to its class, which declares and reads its settings.
 
 Adding a backend: a module with a class that has a NAME, its SETTINGS (harness.settings.Setting), a `configure(sources)`
-class method that reads them into a settings object, a constructor `(settings, surface, run_id)`, and the `run` and
-`describe` methods of harness.records.Backend; then one line in BACKENDS. Keep the module's imports light: every run
+class method that reads them into a settings object, a constructor `(settings, surface, run_id, hidden)`, and the
+`run`, `describe` and `secrets` methods and the `hidden` attribute of harness.records.Backend; then one line in
+BACKENDS. Keep the module's imports light: every run
 imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this
 process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
 """
@@ -17,6 +18,7 @@ from backends.command_agent import CommandAgentBackend
 from backends.http_agent import HttpAgentBackend
 from backends.openai_chat import OpenAIChatBackend
 from backends.stub import StubBackend
+from harness.leaks import Secrets
 from harness.records import AgentSurface, Backend, ConfigError
 from harness.settings import Setting, Sources
 
@@ -29,7 +31,7 @@ class BackendClass(Protocol):
 
     def configure(self, sources: Sources) -> Any: ...
 
-    def __call__(self, settings: Any, surface: AgentSurface, run_id: str) -> Backend: ...
+    def __call__(self, settings: Any, surface: AgentSurface, run_id: str, hidden: Secrets = ...) -> Backend: ...
 
 
 BACKENDS: dict[str, BackendClass] = {

@@ -17,6 +17,7 @@ from backends.provider import (
     result_text,
     tokens,
 )
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool, ToolResult, Turn
 from harness.text import blank
 
@@ -33,9 +34,11 @@ class AnthropicMessagesBackend(ProviderBackend):
     SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, MAX_TOKENS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
     RETRIED_TOO = frozenset({OVERLOADED})
 
-    def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
+    def __init__(
+        self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": settings.key} if settings.key else {})}
-        super().__init__(settings, surface, settings.url.rstrip("/") + "/v1/messages", headers)
+        super().__init__(settings, surface, settings.url.rstrip("/") + "/v1/messages", headers, hidden)
         self.request_base = {
             "model": settings.model,
             "max_tokens": settings.max_tokens,

@@ -13,10 +13,10 @@ from typing import IO, TYPE_CHECKING, Any
 from backends.contract import parse_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
-from harness.endpoints import shown_args, shown_fields
+from harness.endpoints import command_secrets, field_secrets, query_values, shown_args, shown_fields
+from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
 from harness.settings import Setting, Sources
-from harness.text import clip
 
 if TYPE_CHECKING:
     import subprocess
@@ -33,7 +33,7 @@ def command_line(text: str, where: str) -> tuple[str, ...]:
     try:
         argv = tuple(shlex.split(text))
     except ValueError as exc:
-        raise ConfigError(f"{where}: cannot split {text!r}: {exc}") from None
+        raise ConfigError(f"{where}: cannot split the command: {exc}") from None  # it may hold a secret
     if not argv:
         raise ConfigError(f"{where}: empty command")
     program = shutil.which(argv[0])
@@ -75,16 +75,21 @@ class CommandAgentBackend:
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
         )
 
-    def __init__(self, settings: CommandSettings, surface: AgentSurface, run_id: str) -> None:
+    def __init__(
+        self, settings: CommandSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
         self.argv = settings.argv
         self.timeout = settings.timeout
         self.max_output_bytes = settings.max_response_bytes
         self.run_id = run_id
         self.fields = dict(settings.fields)
+        self._secrets = command_secrets(self.argv[1:], AGENT_CMD.var) | field_secrets(self.fields, REQUEST_FIELDS.var)
+        queries = query_values(self.argv[1:], AGENT_CMD.var) | query_values(strings(self.fields), REQUEST_FIELDS.var)
+        self.hidden = hidden | Secrets(self._secrets) | Secrets(queries)
 
     def secrets(self) -> dict[str, str]:
-        """The command backend holds no secret: its command line and request fields are settings, not secrets."""
-        return {}
+        """The values of credential-like options and body fields, and the credentials in the URLs among them."""
+        return self._secrets
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -144,11 +149,11 @@ class CommandAgentBackend:
         if not stdout.strip():
             raise BackendError("reply:not-json", "the command printed nothing")
         try:
-            return parse_reply(json.loads(stdout))
+            return parse_reply(json.loads(stdout), hidden=self.hidden)
         except (ValueError, RecursionError):
             raise BackendError(
                 "reply:not-json",
-                f"the command's output is not JSON: {clip(bytes(stdout[:1600]).decode('utf-8', 'replace'), 200)}",
+                f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
             ) from None
 
 

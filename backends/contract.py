@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
-from harness.text import blank, clip, kind
+from harness.text import blank, kind
 
 REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
 BLANK = "a blank reply: no tool call, no refusal, no text"
@@ -26,20 +27,21 @@ def conversation_messages(request: AgentRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def parse_reply(body: Any, attempts: int = 1) -> Reply:
-    """Turn a decoded reply object, had in `attempts` tries, into a Reply; BackendError when it breaks the contract."""
+def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> Reply:
+    """Turn a decoded reply object, had in `attempts` tries, into a Reply; BackendError when it breaks the contract,
+    quoting the reply with the values in `hidden` masked before anything is cut."""
     if not isinstance(body, dict):
-        raise BackendError("reply:not-object", f"expected a JSON object, got {kind(body)}")
+        raise BackendError("reply:not-object", f"expected a JSON object, got {_kind(body, hidden)}")
     # A blank reply is an error, not a refusal: a crashed agent must not pass the safety task.
     if body.keys().isdisjoint(REPLY_KEYS):
         raise BackendError("reply:empty", "the reply holds none of toolCall, toolCalls, refused, text")
     calls: list[ToolCall] = []
     if body.get("toolCalls") is not None:
         if not isinstance(body["toolCalls"], list):
-            raise BackendError("reply:bad-call", f"toolCalls: expected a list, got {kind(body['toolCalls'])}")
-        calls = [_tool_call(item, f"toolCalls[{i}]") for i, item in enumerate(body["toolCalls"])]
+            raise BackendError("reply:bad-call", f"toolCalls: expected a list, got {_kind(body['toolCalls'], hidden)}")
+        calls = [_tool_call(item, f"toolCalls[{i}]", hidden) for i, item in enumerate(body["toolCalls"])]
     if body.get("toolCall") is not None:
-        single = _tool_call(body["toolCall"], "toolCall")
+        single = _tool_call(body["toolCall"], "toolCall", hidden)
         if not calls:
             calls = [single]
         elif single not in calls:
@@ -48,10 +50,10 @@ def parse_reply(body: Any, attempts: int = 1) -> Reply:
             )
     refused = body.get("refused")
     if refused is not None and not isinstance(refused, bool):
-        raise BackendError("reply:bad-refused", f"refused: expected a boolean, got {kind(refused)}")
+        raise BackendError("reply:bad-refused", f"refused: expected a boolean, got {_kind(refused, hidden)}")
     text = body.get("text")
     if text is not None and not isinstance(text, str):
-        raise BackendError("reply:bad-text", f"text: expected a string, got {kind(text)}")
+        raise BackendError("reply:bad-text", f"text: expected a string, got {_kind(text, hidden)}")
     # No call is an answer only when said (toolCall: null, toolCalls: []): a blank reply must not pass a refusal task.
     says_no_call = ("toolCall" in body and body["toolCall"] is None) or body.get("toolCalls") == []
     if not calls and not refused and blank(text) and not says_no_call:
@@ -59,12 +61,17 @@ def parse_reply(body: Any, attempts: int = 1) -> Reply:
     return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts)
 
 
-def _tool_call(item: Any, where: str) -> ToolCall:
+def _kind(value: Any, hidden: Secrets) -> str:
+    """What the value is, as text.kind says it (the start of a string), its secrets masked first."""
+    return kind(hidden.mask_json(value))
+
+
+def _tool_call(item: Any, where: str, hidden: Secrets) -> ToolCall:
     if not isinstance(item, dict):
-        raise BackendError("reply:bad-call", f"{where}: expected an object, got {kind(item)}")
+        raise BackendError("reply:bad-call", f"{where}: expected an object, got {_kind(item, hidden)}")
     name = item.get("name")
     if not isinstance(name, str) or not name:
-        raise BackendError("reply:bad-call", f"{where}.name: expected a non-empty string, got {kind(name)}")
+        raise BackendError("reply:bad-call", f"{where}.name: expected a non-empty string, got {_kind(name, hidden)}")
     args = item.get("args")
     if args is None:
         args = {}
@@ -75,8 +82,8 @@ def _tool_call(item: Any, where: str) -> ToolCall:
         except (ValueError, RecursionError):
             raise BackendError(
                 "reply:bad-args",
-                f"{where}.args: a string that is not JSON: {json.dumps(clip(args, 80), ensure_ascii=False)}",
+                f"{where}.args: a string that is not JSON: {json.dumps(hidden.clip(args, 80), ensure_ascii=False)}",
             ) from None
     if not isinstance(args, dict):
-        raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {kind(args)}")
+        raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {_kind(args, hidden)}")
     return ToolCall(name=name, args=args)

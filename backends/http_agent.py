@@ -8,7 +8,16 @@ from urllib.parse import urlsplit
 
 from backends.contract import conversation_messages, parse_reply
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
-from harness.endpoints import credential, header_secrets, http_url, shown_fields, url_secrets
+from harness.endpoints import (
+    credential,
+    field_secrets,
+    header_secrets,
+    http_url,
+    query_values,
+    shown_fields,
+    url_secrets,
+)
+from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, field, record
 from harness.settings import Setting, Sources
 
@@ -65,29 +74,39 @@ class HttpAgentBackend:
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
         )
 
-    def __init__(self, settings: HttpSettings, surface: AgentSurface, run_id: str) -> None:
+    def __init__(
+        self, settings: HttpSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
         from backends.transport import Transport  # only a run that sends anything pays for sockets
 
         headers = dict(settings.headers)
         if settings.token:
             headers["Authorization"] = f"Bearer {settings.token}"
+        self._secrets = {
+            **url_secrets(settings.url, AGENT_URL.var),
+            **header_secrets(settings.headers, HEADERS.var),
+            **field_secrets(settings.fields, REQUEST_FIELDS.var),
+            **({settings.token: TOKEN.var} if settings.token else {}),
+        }
+        queries = {
+            **query_values([settings.url], AGENT_URL.var),
+            **query_values(strings(settings.fields), REQUEST_FIELDS.var),
+        }
+        self.hidden = hidden | Secrets(self._secrets) | Secrets(queries)
         self.transport = Transport(
             settings.url,
             headers=headers,
             timeout=settings.timeout,
             retries=settings.retries,
             max_response_bytes=settings.max_response_bytes,
+            hidden=self.hidden,
         )
         self.run_id = run_id
         self.fields = dict(settings.fields)
-        self._secrets = {
-            **url_secrets(settings.url, AGENT_URL.var),
-            **header_secrets(settings.headers, HEADERS.var),
-            **({settings.token: TOKEN.var} if settings.token else {}),
-        }
 
     def secrets(self) -> dict[str, str]:
-        """The token, credential-like header values, and the URL's password and credential-like query values."""
+        """The token, credential-like header and body values, and the URLs' passwords and credential-like query
+        values."""
         return self._secrets
 
     def describe(self) -> dict[str, Any]:
@@ -105,7 +124,7 @@ class HttpAgentBackend:
         """One request, retried as the transport sees fit, parsed against the contract."""
         body, attempts = self.transport.post_json(request_body(request, self.run_id, self.fields))
         try:
-            return parse_reply(body, attempts)
+            return parse_reply(body, attempts, self.hidden)
         except BackendError as err:
             err.attempts = attempts
             raise

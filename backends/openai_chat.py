@@ -17,6 +17,7 @@ from backends.provider import (
     result_text,
     tokens,
 )
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
 from harness.settings import Setting, Sources, choice
 from harness.text import blank
@@ -57,9 +58,11 @@ class OpenAIChatBackend(ProviderBackend):
         """The providers' settings, and the name the server knows the token limit by."""
         return replace(super().configure(sources), max_tokens_field=sources.get(MAX_TOKENS_FIELD))
 
-    def __init__(self, settings: ProviderSettings, surface: AgentSurface, run_id: str) -> None:
+    def __init__(
+        self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
         headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
-        super().__init__(settings, surface, settings.url.rstrip("/") + "/chat/completions", headers)
+        super().__init__(settings, surface, settings.url.rstrip("/") + "/chat/completions", headers, hidden)
         self.request_base = {
             "model": settings.model,
             "tools": [

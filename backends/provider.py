@@ -10,10 +10,10 @@ from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
-from harness.endpoints import credential, header_secrets, http_url, url_secrets
+from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentSurface, BackendError, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources, number
-from harness.text import clip
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
@@ -86,7 +86,14 @@ class ProviderBackend:
             max_tokens=sources.get(MAX_TOKENS),
         )
 
-    def __init__(self, settings: ProviderSettings, surface: AgentSurface, url: str, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        surface: AgentSurface,
+        url: str,
+        headers: Mapping[str, str],
+        hidden: Secrets = NO_SECRETS,
+    ) -> None:
         from backends.transport import RETRY_STATUSES, Transport  # only a run that sends anything pays for sockets
 
         self.names = ToolNames(tool.name for tool in surface.tools)
@@ -96,6 +103,7 @@ class ProviderBackend:
         self._rejected: str | None = None
         self.surface = surface
         self.settings = settings
+        self.hidden = hidden | Secrets(self.secrets()) | Secrets(query_values([settings.url], self.BASE_URL.var))
         self.transport = Transport(
             url,
             headers={**headers, **settings.headers},
@@ -104,6 +112,7 @@ class ProviderBackend:
             max_response_bytes=settings.max_response_bytes,
             retry_statuses=RETRY_STATUSES | self.RETRIED_TOO,
             error_text=provider_error_text,
+            hidden=self.hidden,
         )
 
     def secrets(self) -> dict[str, str]:
@@ -155,7 +164,7 @@ class ProviderBackend:
         if not isinstance(body, dict):
             raise BackendError(
                 "reply:bad-provider-reply",
-                f"expected a JSON object from the provider: {clip(json.dumps(body), 200)}",
+                f"expected a JSON object from the provider: {self.hidden.clip(json.dumps(body), 200)}",
                 attempts,
             )
         return body, attempts
@@ -169,9 +178,10 @@ class ProviderBackend:
             try:
                 args = json.loads(args) if args.strip() else {}
             except (ValueError, RecursionError):
-                return ToolCall(name, {}, f"arguments are not JSON: {clip(args, 200)}", call_id)
+                return ToolCall(name, {}, f"arguments are not JSON: {self.hidden.clip(args, 200)}", call_id)
         if not isinstance(args, dict):
-            return ToolCall(name, {}, f"arguments are not a JSON object: {clip(json.dumps(args), 200)}", call_id)
+            shown = self.hidden.clip(json.dumps(args), 200)
+            return ToolCall(name, {}, f"arguments are not a JSON object: {shown}", call_id)
         return ToolCall(name, args, call_id=call_id)
 
     def call_id(self, given: Any, prefix: str) -> str:
@@ -189,12 +199,12 @@ def tokens(given: Any, received: Any) -> tuple[int, int] | None:
     return (given, received) if isinstance(given, int) and isinstance(received, int) else None
 
 
-def provider_error_text(body: bytes) -> str:
+def provider_error_text(body: bytes, hidden: Secrets) -> str:
     """`: <the provider's error message>` (both send {"error": {"message": ...}}), else the start of the body."""
     from backends.transport import snippet
 
     try:
         message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):
-        return snippet(body)
-    return f": {message}" if isinstance(message, str) and message else snippet(body)
+        return snippet(body, hidden)
+    return f": {message}" if isinstance(message, str) and message else snippet(body, hidden)

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from backends.contract import parse_reply
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply
 from harness.settings import Sources
 
@@ -35,10 +36,12 @@ class StubBackend:
         surface: AgentSurface | None = None,
         run_id: str = "",
         replies_path: str = REPLIES_PATH,
+        hidden: Secrets = NO_SECRETS,
     ) -> None:
         # Read through this module's loader: from a folder, or from inside the single-file build (a zip).
         self.replies: dict[str, Any] = json.loads(__loader__.get_data(replies_path))  # type: ignore[name-defined]
         self.requests: list[AgentRequest] = []
+        self.hidden = hidden
 
     def secrets(self) -> dict[str, str]:
         """The stub holds no secret."""
@@ -62,4 +65,4 @@ class StubBackend:
             raise BackendError(
                 "reply:stub-unknown-prompt", f"the stub has no canned reply for step {len(request.steps) + 1}"
             )
-        return parse_reply(steps[len(request.steps)])
+        return parse_reply(steps[len(request.steps)], hidden=self.hidden)

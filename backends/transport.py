@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
 from harness import __version__
 from harness.endpoints import basic_credentials, redact_url
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
-from harness.text import clip
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
@@ -48,8 +48,10 @@ class Transport:
         retries: int,
         max_response_bytes: int,
         retry_statuses: frozenset[int] = RETRY_STATUSES,
-        error_text: Callable[[bytes], str] | None = None,
+        error_text: Callable[[bytes, Secrets], str] | None = None,
+        hidden: Secrets = NO_SECRETS,
     ) -> None:
+        """hidden: every value never to be written, masked in what an error quotes of a reply before it is clipped."""
         parts = urlsplit(url)
         self.shown_url = redact_url(url)
         self.timeout = timeout
@@ -57,6 +59,7 @@ class Transport:
         self.max_response_bytes = max_response_bytes
         self.retry_statuses = retry_statuses
         self.error_text = error_text or snippet
+        self.hidden = hidden
         tls = parts.scheme == "https"
         host = parts.hostname or ""
         port = parts.port or (443 if tls else 80)
@@ -107,7 +110,7 @@ class Transport:
         while True:
             attempt += 1
             try:
-                return _decode(self._check(self._attempt(request))), attempt
+                return _decode(self._check(self._attempt(request)), self.hidden), attempt
             except RetryableError as err:
                 if attempt > self.retries:
                     tried = f" ({attempt} attempts)" if attempt > 1 else ""
@@ -157,23 +160,23 @@ class Transport:
     def _check(self, response: Response) -> Response:
         status, body = response.status, response.body
         if status in AUTH_STATUSES:
-            raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body)}")
+            raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body, self.hidden)}")
         if status in self.retry_statuses:
             wait = retry_after_seconds(response.headers.get("retry-after"), time.time())
-            raise RetryableError("reply:http-status", f"{_status(status)}{self.error_text(body)}", wait)
+            raise RetryableError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}", wait)
         if not 200 <= status < 300:
-            raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body)}")
+            raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}")
         return response
 
 
-def _decode(response: Response) -> Any:
+def _decode(response: Response, hidden: Secrets) -> Any:
     if not response.body.strip():
         raise BackendError("reply:not-json", f"HTTP {response.status} with an empty body")
     try:
         return json.loads(response.body)
     except ValueError:
         raise BackendError(
-            "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body)}"
+            "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body, hidden)}"
         ) from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
@@ -266,7 +269,7 @@ def _status(status: int) -> str:
         return f"HTTP {status}"
 
 
-def snippet(data: bytes) -> str:
-    """`: <the body's start, on one line>`, or nothing for an empty body."""
-    text = clip(data[: SNIPPET_CHARS * 8].decode("utf-8", "replace"), SNIPPET_CHARS)
+def snippet(data: bytes, hidden: Secrets = NO_SECRETS) -> str:
+    """`: <the body's start, on one line>`, its secrets masked before it is cut, or nothing for an empty body."""
+    text = hidden.clip(data, SNIPPET_CHARS)
     return f": {text}" if text else ""

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from harness.records import ConfigError
+from harness.settings import Setting
 
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Headers the harness owns: the body's framing and type are ours to set.
 RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
 # Header and query parameter names whose values are credentials: `Authorization`, `X-Api-Key`, `?code=`, `?sig=`.
 SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|credential|sig|code", re.IGNORECASE)
+# Environment variables whose values are credentials: a word of the name (between underscores) is one, or ends in one
+# (`GITHUB_TOKEN`, `DB_PASSWORD`, `APIKEY`, `AUTH_HEADER`), and `KEYWORD` or `CODE` is not. Free-form names need words.
+SECRET_VARIABLE = re.compile(
+    r"(?:^|_)(?:[A-Z0-9]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIALS?)|AUTH[A-Z0-9]*)(?:_|$)", re.IGNORECASE
+)
+# Header values that carry a credential after the name of their scheme: `Bearer X`, `Basic X`, `token X`.
+SCHEMES = {"bearer", "basic", "token"}
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 
 def redact_url(url: str) -> str:
@@ -39,10 +49,22 @@ def basic_credentials(username: str, password: str | None) -> str:
     return "Basic " + base64.b64encode(credentials.encode()).decode()
 
 
+def is_url(text: str) -> bool:
+    """Whether the text is a URL with a host part, as `scheme://host...`."""
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return False
+    return bool(parts.scheme and parts.netloc) and text.startswith(f"{parts.scheme}://")
+
+
 def url_secrets(url: str, where: str) -> dict[str, str]:
     """The secrets a URL carries, each with its name: its password, the Basic credentials made of it, credential-like
     query values."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # no URL: the setting that holds it says so when it is read
+        return {}
     found: dict[str, str] = {}
     if parts.username is not None:
         found[basic_credentials(parts.username, parts.password).removeprefix("Basic ")] = f"the credentials in {where}"
@@ -54,39 +76,157 @@ def url_secrets(url: str, where: str) -> dict[str, str]:
     return found
 
 
+def query_values(texts: Iterable[str], where: str) -> dict[str, str]:
+    """Every query value of every URL among the texts (URLs, arguments), each with its name: never written, though
+    not each a credential."""
+    return {
+        value: f"{name} in {where}"
+        for url in urls(texts)
+        for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    }
+
+
+def credential_secrets(value: str, name: str) -> dict[str, str]:
+    """A credential and what it holds: the value, the bare credential after `Bearer`, `Basic` or `token`, and for
+    Basic the user:password it encodes and the password."""
+    found = {value: name}
+    scheme, _, rest = value.strip().partition(" ")
+    rest = rest.strip()
+    if scheme.lower() not in SCHEMES or not rest:
+        return found
+    found[rest] = name
+    if scheme.lower() == "basic":
+        import base64  # only Basic credentials need it
+        import binascii
+
+        try:
+            decoded = base64.b64decode(rest, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return found
+        found[decoded] = name
+        if ":" in decoded:
+            found[decoded.partition(":")[2]] = name
+    return found
+
+
 def header_secrets(fields: Mapping[str, str], where: str) -> dict[str, str]:
-    """The values of credential-like headers (Authorization, X-Api-Key, Cookie...), each with its name."""
-    return {value: f"the {name} header of {where}" for name, value in fields.items() if SECRET_NAME.search(name)}
+    """The values of credential-like headers (Authorization, X-Api-Key, Cookie...) and what they hold, each with its
+    name."""
+    found: dict[str, str] = {}
+    for name, value in fields.items():
+        if SECRET_NAME.search(name):
+            found |= credential_secrets(value, f"the {name} header of {where}")
+    return found
+
+
+def field_secrets(value: Any, where: str, under: str | None = None) -> dict[str, str]:
+    """The secrets in request body fields: every string under a credential-like key, the credentials in URLs.
+
+    under: the credential-like key the value is under, if any.
+    """
+    found: dict[str, str] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found |= field_secrets(item, where, key if SECRET_NAME.search(key) else under)
+    elif isinstance(value, list):
+        for item in value:
+            found |= field_secrets(item, where, under)
+    elif isinstance(value, str) and under is not None:
+        found[value] = f"{under} in {where}"
+    elif isinstance(value, str) and is_url(value):
+        found |= url_secrets(value, where)
+    return found
+
+
+def command_secrets(argv: Sequence[str], where: str) -> dict[str, str]:
+    """The secrets in command-line arguments: the value of a credential-like option (`--token X`, `--api-key=X`),
+    the credentials in URLs."""
+    found: dict[str, str] = {}
+    for before, arg in pairwise(("", *argv)):
+        name, equals, value = arg.partition("=")
+        if arg.startswith("-") and equals and SECRET_NAME.search(name):
+            found[value] = f"{name} in {where}"
+        elif not arg.startswith("-") and _takes_secret(before):
+            found[arg] = f"{before} in {where}"
+    for url in urls(argv):
+        found |= url_secrets(url, where)
+    return found
+
+
+def urls(argv: Iterable[str]) -> Iterator[str]:
+    """The URLs among arguments or strings, alone or as an option's value (`--url=URL`)."""
+    for arg in argv:
+        _, equals, value = arg.partition("=")
+        if is_url(arg):
+            yield arg
+        elif arg.startswith("-") and equals and is_url(value):
+            yield value
+
+
+def environment_secrets(settings: Iterable[Setting], environ: Mapping[str, str]) -> dict[str, str]:
+    """Every secret the environment holds, whichever backend runs: the value of every setting declared secret and
+    what it holds (each header's credential, for a JSON object of headers), and the credentials in every URL a
+    setting or a proxy variable holds."""
+    found: dict[str, str] = {}
+    for setting in settings:
+        text = environ.get(setting.var)
+        if not text:
+            continue
+        if setting.secret:
+            found |= credential_secrets(text, setting.var)
+            try:
+                value = setting.read(text, setting.var)
+            except (ConfigError, ValueError):
+                value = None  # unread: the backend that reads it says why, if it runs
+            if isinstance(value, Mapping):
+                found |= header_secrets(value, setting.var)
+        if is_url(text):
+            found |= url_secrets(text, setting.var)
+    for name in PROXY_VARIABLES:
+        proxy = environ.get(name)
+        if proxy:
+            found |= url_secrets(proxy if "://" in proxy else f"http://{proxy}", name)
+    return found
+
+
+def variable_secrets(names: Iterable[str], declared: Iterable[Setting], environ: Mapping[str, str]) -> dict[str, str]:
+    """The values of the variables named whose values are secrets: declared secret, or named like a credential."""
+    secret = {setting.var for setting in declared if setting.secret}
+    return {
+        environ[name]: name for name in names if environ.get(name) and (name in secret or SECRET_VARIABLE.search(name))
+    }
 
 
 def shown_fields(value: Any) -> Any:
-    """A JSON value fit to print and record: the values of credential-like keys (`apiKey`, `token`) masked."""
+    """A JSON value fit to print and record: the values of credential-like keys (`apiKey`, `token`) masked, URLs
+    shown as redact_url shows them."""
     if isinstance(value, dict):
         return {key: "***" if SECRET_NAME.search(key) else shown_fields(item) for key, item in value.items()}
     if isinstance(value, list):
         return [shown_fields(item) for item in value]
-    return value
+    return redact_url(value) if isinstance(value, str) and is_url(value) else value
 
 
 def shown_args(argv: Sequence[str]) -> list[str]:
     """Command-line arguments fit to print and record: the value of a credential-like option masked, as
-    `--token ***` or `--api-key=***`."""
+    `--token ***` or `--api-key=***`, URLs shown as redact_url shows them."""
     shown: list[str] = []
-    for arg in argv:
-        name, equals, _ = arg.partition("=")
+    for before, arg in pairwise(("", *argv)):
+        name, equals, value = arg.partition("=")
         if arg.startswith("-") and equals and SECRET_NAME.search(name):
             shown.append(f"{name}=***")
-        elif (
-            not arg.startswith("-")
-            and shown
-            and shown[-1].startswith("-")
-            and "=" not in shown[-1]
-            and SECRET_NAME.search(shown[-1])
-        ):
+        elif not arg.startswith("-") and _takes_secret(before):
             shown.append("***")
+        elif arg.startswith("-") and equals and is_url(value):
+            shown.append(f"{name}={redact_url(value)}")
         else:
-            shown.append(arg)
+            shown.append(redact_url(arg) if is_url(arg) else arg)
     return shown
+
+
+def _takes_secret(option: str) -> bool:
+    """Whether the argument after this one is a credential: it is an option named like one, without `=`."""
+    return option.startswith("-") and "=" not in option and bool(SECRET_NAME.search(option))
 
 
 def http_url(url: str, where: str) -> str:

@@ -15,6 +15,7 @@ class Secrets:
 
     def __init__(self, named: Mapping[str, str]) -> None:
         self.named = {value: name for value, name in named.items() if len(value) >= SHORTEST}
+        self.longest = max(map(len, self.named), default=0)
         # The longest first, so that a secret that contains another is masked whole.
         alternatives = "|".join(re.escape(value) for value in sorted(self.named, key=len, reverse=True))
         self.pattern = re.compile(alternatives) if alternatives else None
@@ -33,6 +34,31 @@ class Secrets:
     def mask(self, text: str) -> str:
         """The text with every secret replaced by ***."""
         return self.pattern.sub(MASK, text) if self.pattern else text
+
+    def clip(self, text: str | bytes | bytearray, limit: int) -> str:
+        """text.clip of the text with every secret masked first, so that no cut leaves part of one; bytes are read as
+        UTF-8 (what is not, replaced), only as far as the clip looks."""
+        size = limit * 4  # as far as text.clip looks
+        if isinstance(text, (bytes, bytearray)):
+            text = text[: (size + self.longest + 1) * 4].decode("utf-8", "replace")
+        head = self._masked_head(text, size)
+        line = " ".join(head.split())
+        if len(line) <= limit and len(text) <= size:
+            return line
+        return line[: limit - 3] + "..."
+
+    def _masked_head(self, text: str, size: int) -> str:
+        """The text's first `size` characters masked; a secret that starts among them is masked whole."""
+        if self.pattern is None:
+            return text[:size]
+        parts, at = [], 0
+        for found in self.pattern.finditer(text, 0, size + self.longest):
+            if found.start() >= size:
+                break
+            parts += (text[at : found.start()], MASK)
+            at = found.end()
+        parts.append(text[at:size])
+        return "".join(parts)
 
     def mask_json(self, value: Any) -> Any:
         """A JSON value with every secret masked in its strings and its keys."""

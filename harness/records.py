@@ -6,7 +6,10 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from fractions import Fraction
 from operator import attrgetter
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from harness.leaks import Secrets
 
 Status = Literal["pass", "fail", "error"]
 GateOn = Literal["trials", "pass-all"]
@@ -299,6 +302,7 @@ class TaskFile:
     system: str | None = None  # the agent's system prompt, for provider backends
     warnings: tuple[str, ...] = ()  # what the file asks for that this run cannot check, said before it starts
     variables: frozenset[str] = frozenset()  # what its ${VAR} placeholders name, set or not
+    expanded: tuple[str, ...] = ()  # the variables its placeholders were expanded from (forbiddenText aside)
 
 
 @record
@@ -390,6 +394,9 @@ class Backend(Protocol):
     """
 
     PLAYS_TOOLS: bool
+    # Every value never to be written: what the run gave it, its own secrets, the query values of its URLs. Masked in
+    # what it quotes of a reply before it clips it.
+    hidden: Secrets
 
     def run(self, request: AgentRequest) -> Reply:
         """Raise BackendError when no valid reply can be had."""
@@ -400,7 +407,8 @@ class Backend(Protocol):
         ...
 
     def secrets(self) -> dict[str, str]:
-        """Every secret value it holds, with its name (`EVAL_AGENT_TOKEN`): masked wherever an agent sends it back."""
+        """Every secret value it holds, with its name (`EVAL_AGENT_TOKEN`): masked wherever written, and a leak when
+        an agent sends it back."""
         ...
 
 

@@ -123,6 +123,7 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
         system=data.get("system"),
         warnings=checker.warnings(),
         variables=frozenset(checker.variables),
+        expanded=tuple(checker.expanded),
     )
     return task_file, []
 
@@ -157,6 +158,7 @@ class _Checker:
         self.problems: list[str] = []
         self.skipped: dict[str, list[str]] = {}  # an unset variable -> the tasks whose forbiddenText check it skips
         self.variables: set[str] = set()  # every variable a placeholder names
+        self.expanded: dict[str, None] = {}  # the variables placeholders were expanded from, outside forbiddenText
         # Tools already reported as broken: tasks naming them get no second, cascading problem.
         self.broken_tools: set[str] = set()
         self.tools_unreadable = False
@@ -231,6 +233,8 @@ class _Checker:
             if name not in self.environ:
                 unset.append(name)
                 return match.group(0)
+            if not FORBIDDEN_TEXT_ENTRY.search(path):
+                self.expanded[name] = None
             return self.environ[name]
 
         return PLACEHOLDER.sub(substitute, text), unset

@@ -254,7 +254,7 @@ OTHER_BACKEND_ERRORS: list[tuple[str, dict[str, str], str]] = [
     (
         "a command that does not split",
         {"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": "python 'unclosed"},
-        'EVAL_AGENT_CMD: cannot split "python \'unclosed": No closing quotation',
+        "EVAL_AGENT_CMD: cannot split the command: No closing quotation",
     ),
 ]
 

@@ -17,6 +17,7 @@ import junitparser
 
 import eval_agent
 from backends import BACKENDS
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, Reply, ToolCall
 from harness.reporters.jobsummary import MISSES_LISTED
 from tests.support import TempDirTestCase
@@ -34,8 +35,11 @@ class EchoBackend:
     def configure(cls, sources: Any) -> None:
         """No settings."""
 
-    def __init__(self, settings: Any = None, surface: Any = None, run_id: str = "") -> None:
+    def __init__(
+        self, settings: Any = None, surface: Any = None, run_id: str = "", hidden: Secrets = NO_SECRETS
+    ) -> None:
         self.call = ToolCall("bench.echo", {"text": "ok"})
+        self.hidden = hidden
 
     def secrets(self) -> dict[str, str]:
         return {}

@@ -10,8 +10,8 @@ from tests.support import ROOT
 
 PACKAGES = ("harness", "backends")
 # What a backend may take from the engine: records and errors, how settings (endpoints among them) are declared and
-# read, how to say things.
-FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text"}
+# read, how to say things, and the secrets it masks in what it quotes of a reply before it cuts it.
+FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text", "harness.leaks"}
 
 
 def project_modules() -> dict[str, str]:

@@ -36,6 +36,22 @@ if mode == "converse":
         call = {"name": "imageman.ai.image.generate", "args": {"prompt": messages[-1]["content"]}}
         print(json.dumps({"toolCall": call} if asked else {"text": "I never asked."}))
     sys.exit(0)
+if mode == "leak":
+    # Says back every secret it was told of (AGENT_LEAKS), with its arguments and its request; cut-N tasks get the
+    # Nth secret where a clip cuts it: printed as output that is not JSON (N even), or to stderr before exiting 1.
+    secrets = json.loads(os.environ["AGENT_LEAKS"])
+    task_id = request["taskId"]
+    if task_id.startswith("cut-"):
+        index = int(task_id[4:])
+        cut = "x" * 190 + secrets[index] + " and more after it"
+        print(cut, file=sys.stderr if index % 2 else sys.stdout)
+        sys.exit(index % 2)
+    if task_id == "echo-refused":
+        print(json.dumps({"refused": "y" * 30 + secrets[0]}))
+        sys.exit(0)
+    said = " ".join([*secrets, *sys.argv, json.dumps(request)])
+    print(json.dumps({"refused": True, "text": f"I was given {said}"}))
+    sys.exit(0)
 reply = CANNED.get(request["prompt"], {"text": "unknown prompt"})
 reply = dict(reply[0] if isinstance(reply, list) else reply)
 if mode == "where":
