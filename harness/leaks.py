@@ -40,12 +40,16 @@ class Secrets:
         UTF-8 (what is not, replaced), only as far as the clip looks."""
         size = limit * 4  # as far as text.clip looks
         if isinstance(text, (bytes, bytearray)):
-            text = text[: (size + self.longest + 1) * 4].decode("utf-8", "replace")
+            text = text[: self.reach(limit)].decode("utf-8", "replace")
         head = self._masked_head(text, size)
         line = " ".join(head.split())
         if len(line) <= limit and len(text) <= size:
             return line
         return line[: limit - 3] + "..."
+
+    def reach(self, limit: int) -> int:
+        """How many bytes of a text clip(text, limit) reads: what a reader of a body need read, and no more."""
+        return (limit * 4 + self.longest + 1) * 4  # every character may be 4 bytes; one cut in two is read as one
 
     def _masked_head(self, text: str, size: int) -> str:
         """The text's first `size` characters masked; a secret that starts among them is masked whole."""

@@ -233,6 +233,33 @@ class EveryPlace(TempDirTestCase):
         entry = self.read_json("eval-results.json")["results"][0]
         self.assertEqual((entry["status"], entry["trialResults"][0]["text"]), ("pass", "I was called at /run?k=***"))
 
+    def test_an_mcp_servers_error_is_masked_before_it_is_clipped(self) -> None:
+        token = planted("mcp-token")["mcp-token"]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send(handler, 401, cut_reply(token).encode())
+
+        url = self.serve(respond).url("/mcp")
+        stdout, stderr, code = run_cli("tools", "--mcp-url", url, "--mcp-header", f"Authorization: Bearer {token}")
+        self.assertEqual(code, 3)
+        self.assertEqual(
+            stderr,
+            f"eval_agent tools: error: the MCP server answered initialize with HTTP 401: {'x' * CUT_AT}*** and...\n",
+        )
+        self.assertEqual([cut for cut in cuts(token) if cut in stdout + stderr], [])
+
+    def test_an_mcp_server_command_keeps_its_credential_options_secret(self) -> None:
+        token = planted("mcp-token")["mcp-token"]
+        command = f"{sys.executable} {os.path.join(DATA, 'mcp', 'rogue_server.py')} echo --token {token}"
+        _, stderr, code = run_cli("tools", "--mcp-command", command, "--mcp-timeout", "10")
+        said = f"the MCP server wrote a line that is not JSON on stdout: {'x' * CUT_AT}*** and..."
+        self.assertEqual((stderr, code), (f"eval_agent tools: error: {said}\n", 3))
+        _, stderr, code = run_cli("tools", "--mcp-command", f"{command} 'unclosed")
+        self.assertEqual(
+            (stderr, code),
+            ("eval_agent tools: error: --mcp-command: cannot split the command: No closing quotation\n", 2),
+        )
+
 
 class Clipping(unittest.TestCase):
     SECRET = "tok-QwErTyUiOpAsDf"

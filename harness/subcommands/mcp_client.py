@@ -11,10 +11,9 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from harness import __version__
-from harness.endpoints import basic_credentials, header_secrets, redact_url, url_secrets
+from harness.endpoints import basic_credentials, command_secrets, header_secrets, redact_url, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import Unreachable
-from harness.text import clip
 
 PROTOCOL_VERSION = "2025-06-18"
 MAX_PAGES = 100
@@ -52,9 +51,8 @@ def _fetch_tools(session: StdioSession | HttpSession) -> list[dict[str, Any]]:
             if not isinstance(page, list) or not all(
                 isinstance(tool, dict) and isinstance(tool.get("name"), str) for tool in page
             ):
-                raise McpError(
-                    f"the MCP server answered tools/list without a list of named tools: {clip(json.dumps(result), 200)}"
-                )
+                shown = session.secrets.clip(json.dumps(result), 200)
+                raise McpError(f"the MCP server answered tools/list without a list of named tools: {shown}")
             tools += page
             cursor = result.get("nextCursor")
             if not cursor:
@@ -89,9 +87,8 @@ class _Session:
 
     def result(self, method: str, reply: Any) -> dict[str, Any]:
         if not isinstance(reply, dict):
-            raise McpError(
-                f"the MCP server answered {method} with {clip(json.dumps(reply), 200)}, not a JSON-RPC object"
-            )
+            shown = self.secrets.clip(json.dumps(reply), 200)
+            raise McpError(f"the MCP server answered {method} with {shown}, not a JSON-RPC object")
         if "error" in reply:
             error = reply["error"] if isinstance(reply["error"], dict) else {}
             raise McpError(f"the MCP server answered {method} with error {error.get('code')}: {error.get('message')}")
@@ -104,7 +101,7 @@ class StdioSession(_Session):
     """A server started as a process: newline-delimited JSON-RPC on its stdin and stdout, its stderr passed through."""
 
     def __init__(self, argv: Sequence[str], timeout: float) -> None:
-        super().__init__(timeout)
+        super().__init__(timeout, Secrets(command_secrets(argv[1:], "--mcp-command")))
         self.argv = list(argv)
         try:
             self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
@@ -152,8 +149,7 @@ class StdioSession(_Session):
                 reply = json.loads(line)
             except ValueError:
                 raise McpError(
-                    "the MCP server wrote a line that is not JSON on stdout: "
-                    + clip(line.decode("utf-8", "replace"), 200)
+                    "the MCP server wrote a line that is not JSON on stdout: " + self.secrets.clip(line, 200)
                 ) from None
             if isinstance(reply, dict) and "method" in reply:
                 if "id" in reply:  # a request of the server's own (ping, sampling...): we offer none
@@ -217,7 +213,7 @@ class HttpSession(_Session):
         except urllib.error.HTTPError as exc:
             raise McpError(
                 f"the MCP server answered {what} with HTTP {exc.code}: "
-                + clip(exc.read(1600).decode("utf-8", "replace"), 200)
+                + self.secrets.clip(exc.read(self.secrets.reach(200)), 200)
             ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)

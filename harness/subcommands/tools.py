@@ -49,7 +49,7 @@ def mcp_session(args: argparse.Namespace) -> Callable[[], Any] | None:
         try:
             argv = shlex.split(args.mcp_command)
         except ValueError as exc:
-            raise ConfigError(f"--mcp-command: cannot split {args.mcp_command!r}: {exc}") from None
+            raise ConfigError(f"--mcp-command: cannot split the command: {exc}") from None  # it may hold a secret
         if not argv:
             raise ConfigError("--mcp-command: empty command")
         return lambda: StdioSession(argv, timeout)

@@ -1,7 +1,8 @@
 """A hand-written stdio MCP server for the cases the SDK will not produce. Usage: rogue_server.py MODE
 
 paged: tools/list in three pages; garbage: a line that is not JSON; silent: never answers tools/list;
-error: answers tools/list with a JSON-RPC error; exit: exits with code 3 right after initialize.
+error: answers tools/list with a JSON-RPC error; exit: exits with code 3 right after initialize;
+echo: a line that is not JSON, with the value of its --token option where a 200-character clip cuts it.
 """
 
 import json
@@ -46,6 +47,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": message["id"], "result": result})
     elif mode == "garbage":
         sys.stdout.write("Starting server on stdio... done\n")
+        sys.stdout.flush()
+    elif mode == "echo":
+        sys.stdout.write("x" * 190 + sys.argv[sys.argv.index("--token") + 1] + " and more after it\n")
         sys.stdout.flush()
     elif mode == "silent":
         time.sleep(30)
