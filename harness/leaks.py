@@ -16,6 +16,8 @@ class Secrets:
     def __init__(self, named: Mapping[str, str]) -> None:
         self.named = {value: name for value, name in named.items() if len(value) >= SHORTEST}
         self.longest = max(map(len, self.named), default=0)
+        # How each secret starts, short of whole: what a clip that cut one leaves before its `...`.
+        self.starts = {value[:size] for value in self.named for size in range(SHORTEST, len(value))}
         # The longest first, so that a secret that contains another is masked whole.
         alternatives = "|".join(re.escape(value) for value in sorted(self.named, key=len, reverse=True))
         self.pattern = re.compile(alternatives) if alternatives else None
@@ -32,8 +34,22 @@ class Secrets:
         return self.named[found.group(0)] if found else None
 
     def mask(self, text: str) -> str:
-        """The text with every secret replaced by ***."""
-        return self.pattern.sub(MASK, text) if self.pattern else text
+        """The text with every secret replaced by ***, and the start of one that a clip cut (`tok-Qw...`) too."""
+        if self.pattern is None:
+            return text
+        masked = self.pattern.sub(MASK, text)
+        return self._mask_cut(masked) if "..." in masked else masked
+
+    def _mask_cut(self, text: str) -> str:
+        """The text with the start of a secret that ends where a clip put `...` masked: what the clip of a reason the
+        scorer quoted before it was masked leaves (a backend masks before it clips, and leaves none)."""
+        parts = text.split("...")
+        for i, part in enumerate(parts[:-1]):
+            sizes = range(min(len(part), self.longest - 1), SHORTEST - 1, -1)
+            cut = next((size for size in sizes if part[-size:] in self.starts), 0)
+            if cut:
+                parts[i] = part[:-cut] + MASK
+        return "...".join(parts)
 
     def clip(self, text: str | bytes | bytearray, limit: int) -> str:
         """text.clip of the text with every secret masked first, so that no cut leaves part of one; bytes are read as

@@ -28,6 +28,7 @@ from harness.endpoints import (
     variable_secrets,
 )
 from harness.leaks import NO_SECRETS, Secrets
+from harness.schema import check, compile_schema
 from harness.taskfile import parse_task_file
 from harness.text import clip
 from tests.support import DATA, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send, send_json
@@ -273,6 +274,17 @@ class Clipping(unittest.TestCase):
         # 530 ideographic spaces are 1,590 bytes that collapse to one space: the secret starts before any byte limit.
         data = ("\u3000" * 530 + self.SECRET).encode() + b"y" * 100_000
         self.assertEqual(Secrets({self.SECRET: "EVAL_AGENT_TOKEN"}).clip(data, 200), "***" + "y" * 194 + "...")
+
+    def test_the_start_of_a_secret_that_a_reason_quotes_cut_is_masked_too(self) -> None:
+        # The scorer quotes an argument cut to 60 characters before the reason is masked: what a query value or another
+        # task's forbidden text (no leak, but never written) can be.
+        compiled, _ = compile_schema("t", {"type": "object", "properties": {"q": {"enum": ["a", "b"]}}})
+        assert compiled is not None
+        reason = check(compiled, {"q": "x" * 45 + self.SECRET})
+        self.assertEqual(reason, f't q: expected one of "a", "b", got "{"x" * 45}{self.SECRET[:11]}...')
+        hidden = Secrets({self.SECRET: "k in EVAL_AGENT_URL"})
+        self.assertEqual(hidden.mask(reason or ""), f't q: expected one of "a", "b", got "{"x" * 45}***...')
+        self.assertEqual(hidden.mask("tok-Q... and tok... and tok-QwErTyUiOpAsDf..."), "***... and tok... and ***...")
 
     @given(st.text(), st.integers(4, 300))
     def test_with_no_secrets_it_clips_as_text_clip_does(self, text: str, limit: int) -> None:
