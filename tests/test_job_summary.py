@@ -11,6 +11,7 @@ from unittest import mock
 
 import eval_agent
 from backends import BACKENDS
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, Reply, ToolCall
 from harness.reporters import jobsummary
 from tests.support import CANONICAL_TASKS, TempDirTestCase
@@ -37,8 +38,10 @@ class ScriptedAgent:
     def configure(cls, sources: Any) -> None:
         """No settings."""
 
-    def __init__(self, settings: Any = None, surface: Any = None, run_id: str = "") -> None:
-        pass
+    def __init__(
+        self, settings: Any = None, surface: Any = None, run_id: str = "", hidden: Secrets = NO_SECRETS
+    ) -> None:
+        self.hidden = hidden
 
     def secrets(self) -> dict[str, str]:
         return {}
