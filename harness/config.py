@@ -15,7 +15,7 @@ from harness.endpoints import headers
 from harness.records import ConfigError, GateOn, Outputs, field, record
 from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
-from harness.verdict import EXIT_CODES
+from harness.verdict import EXIT_CODES, GATE_PLACES
 
 HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
@@ -30,6 +30,8 @@ def percentage(text: str, where: str) -> Decimal:
         value = Decimal("NaN")
     if not value.is_finite() or not 0 <= value <= 100:
         raise ConfigError(f"{where}: expected a percentage from 0 to 100, got {text!r}")
+    if -value.normalize().as_tuple().exponent > GATE_PLACES:  # type: ignore[operator]
+        raise ConfigError(f"{where}: at most {GATE_PLACES} decimals, got {text!r}")
     return value
 
 

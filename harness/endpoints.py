@@ -238,6 +238,10 @@ def http_url(url: str, where: str) -> str:
         raise ConfigError(f"{where}: not a valid URL: {redact_url(url)}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{where}: expected an http:// or https:// URL with a host, got {redact_url(url)!r}")
+    if not parts.hostname.isascii():  # what goes out in the Host header and to DNS
+        raise ConfigError(
+            f"{where}: the host must be ASCII (an internationalized name in its xn-- form), got {parts.hostname!r}"
+        )
     return url
 
 

@@ -222,3 +222,22 @@ class Console(TempDirTestCase):
         for args, code in [(["validate"], 0), (["compare", "a.json", "a.json"], 0)]:
             with self.subTest(args[0]):
                 self.assertEqual(self.read_one_line_and_go(*args), (code, b""))
+
+
+class BadInput(TempDirTestCase):
+    """Input made to break the harness: one line on stderr, exit 2, and no results file claiming anything."""
+
+    def assert_refused(self, args: list[str], line: str, **env: str) -> None:
+        stdout, stderr, code = run_cli(*args, env=clean_env(**env), cwd=self.tmp)
+        self.assertEqual((stdout, stderr, code), ("", line + "\n", 2))
+        self.assertEqual(os.listdir(self.tmp), [name for name in os.listdir(self.tmp) if "results" not in name])
+
+    def test_a_gate_with_more_decimals_than_a_report_can_print(self) -> None:
+        for gate in ("0.00000000000000000000000000001", "80.00000000001"):
+            with self.subTest(gate):
+                self.assert_refused(["--gate", gate], f"eval_agent: error: --gate: at most 10 decimals, got {gate!r}")
+        self.assert_refused([], "eval_agent: error: EVAL_GATE: at most 10 decimals, got '1e-11'", EVAL_GATE="1e-11")
+
+    def test_a_gate_of_ten_decimals_is_met_and_said_exactly(self) -> None:
+        stdout, _, code = run_cli("--gate", "99.9999999999", cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 99.9999999999%)", 0))
