@@ -241,3 +241,12 @@ class BadInput(TempDirTestCase):
     def test_a_gate_of_ten_decimals_is_met_and_said_exactly(self) -> None:
         stdout, _, code = run_cli("--gate", "99.9999999999", cwd=self.tmp)
         self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 99.9999999999%)", 0))
+
+    def test_an_agent_url_whose_host_is_not_ascii(self) -> None:
+        for host in ("ħost.example", "日本.example", "café.example"):
+            with self.subTest(host):
+                self.assert_refused(
+                    ["--agent-url", f"http://{host}:8080/run", "--dry-run"],
+                    "eval_agent: error: --agent-url: the host must be ASCII (an internationalized name in its "
+                    f"xn-- form), got {host!r}",
+                )
