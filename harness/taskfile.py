@@ -102,6 +102,9 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ConfigError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError:  # an integer of more digits than int() converts: read again, to say where it is
+        repeated.append(True)
+        data = json.loads(text, object_pairs_hook=partial(_object, repeated), parse_int=_integer)
     checker = _Checker(environ)
     if repeated or SURROGATE_ESCAPE.search(text):
         checker.inspect(data, "")
@@ -145,6 +148,17 @@ def _object(repeated: list[bool], pairs: list[tuple[str, Any]]) -> dict[str, Any
     return _Repeated(pairs)
 
 
+class _LongInteger(str):
+    """The digits of a JSON integer longer than Python converts (sys.get_int_max_str_digits), to be reported."""
+
+
+def _integer(digits: str) -> int | _LongInteger:
+    try:
+        return int(digits)
+    except ValueError:
+        return _LongInteger(digits)
+
+
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
     return sha256_hex(canonical_json(value).encode("utf-8"))
@@ -177,8 +191,13 @@ class _Checker:
         )
 
     def inspect(self, value: Any, path: str) -> None:
-        """Keys given twice and lone surrogates, at their JSON paths: what a JSON parser lets through."""
-        if isinstance(value, str):
+        """Keys given twice, lone surrogates and overlong integers, at their JSON paths: what a JSON parser lets
+        through, or what it cannot convert."""
+        if isinstance(value, _LongInteger):
+            self.problem(
+                path or "top level", f"an integer of {len(value.lstrip('-'))} digits, too long to read as a number"
+            )
+        elif isinstance(value, str):
             lone = lone_surrogate(value)
             if lone is not None:
                 self.problem(path or "top level", f"not Unicode text: a lone surrogate ({lone})")
@@ -233,9 +252,13 @@ class _Checker:
             if name not in self.environ:
                 unset.append(name)
                 return match.group(0)
+            value = self.environ[name]
+            if lone_surrogate(value) is not None:  # bytes that are not UTF-8, as the environment holds them
+                self.problem(path, f"the value of ${{{name}}} is not UTF-8 text")
+                return match.group(0)  # left as written: what is checked and hashed after this must be text
             if not FORBIDDEN_TEXT_ENTRY.search(path):
                 self.expanded[name] = None
-            return self.environ[name]
+            return value
 
         return PLACEHOLDER.sub(substitute, text), unset
 

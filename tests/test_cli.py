@@ -250,3 +250,14 @@ class BadInput(TempDirTestCase):
                     "eval_agent: error: --agent-url: the host must be ASCII (an internationalized name in its "
                     f"xn-- form), got {host!r}",
                 )
+
+    def test_a_placeholder_whose_value_is_not_utf8(self) -> None:
+        data = canonical_task_data()
+        data["tasks"][0]["prompt"] = "Find ${EVAL_TEST_ASSET}"
+        tasks = self.write_json("tasks.json", data)
+        # A value of bytes that are not UTF-8: the environment holds them as surrogate escapes.
+        self.assert_refused(
+            ["--tasks", tasks],
+            f"eval_agent: error: {tasks}: tasks[0].prompt: the value of ${{EVAL_TEST_ASSET}} is not UTF-8 text",
+            EVAL_TEST_ASSET="caf\udce9",
+        )

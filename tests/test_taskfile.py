@@ -13,6 +13,8 @@ from harness.taskfile import load_task_file
 from tests.support import CANONICAL_TASKS, DATA, TempDirTestCase
 
 INVALID = sorted(glob.glob(os.path.join(DATA, "tasks", "invalid", "*.json")))
+# What the invalid fixtures' placeholders read: a value of bytes that are not UTF-8, as the environment holds them.
+FIXTURE_ENVIRON = {"EVAL_TEST_NOT_UTF8": "caf\udce9"}
 VALID = sorted(glob.glob(os.path.join(DATA, "tasks", "valid", "*.json")))
 
 
@@ -27,7 +29,7 @@ class InvalidTaskFiles(unittest.TestCase):
                 with open(path[: -len(".json")] + ".error", encoding="utf-8") as f:
                     expected = f.read().rstrip("\n")
                 with self.assertRaises(ConfigError) as caught:
-                    load_task_file(path)
+                    load_task_file(path, {**os.environ, **FIXTURE_ENVIRON})
                 self.assertEqual(str(caught.exception), f"{path}: {expected}")
 
     def test_a_missing_file_names_the_path(self) -> None:
