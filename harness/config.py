@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from harness import __commit__, __version__
 from harness.endpoints import headers
+from harness.files import read_capped
 from harness.records import ConfigError, GateOn, Outputs, field, record
 from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, output_path
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
@@ -20,6 +21,7 @@ from harness.verdict import EXIT_CODES, GATE_PLACES
 HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
 DEFAULT_TASKS = os.path.join(HOME, "eval-tasks.json") if os.path.isdir(HOME) else "eval-tasks.json"
+MAX_TEXT_FILE_BYTES = 8 << 20  # a system prompt: 8 MiB is more text than any model's context holds
 
 
 def percentage(text: str, where: str) -> Decimal:
@@ -57,12 +59,14 @@ def shard(text: str, where: str) -> tuple[int, int]:
 
 
 def text_file(path: str, where: str) -> str:
-    """The text of a file that must not be empty."""
+    """The text of a file that must not be empty, nor over MAX_TEXT_FILE_BYTES."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        raw = read_capped(path, MAX_TEXT_FILE_BYTES)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if len(raw) > MAX_TEXT_FILE_BYTES:
+        raise ConfigError(f"{where}: {path} is over the {MAX_TEXT_FILE_BYTES} bytes it may have")
     if not text.strip():
         raise ConfigError(f"{where}: {path} is empty")
     return text

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from harness.files import read_capped
 from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
 from harness.text import count, kind, sha256_hex
 
@@ -19,6 +20,8 @@ NON_FINITE = "nonFinite"  # in an object of the results file: where its NaN and 
 # The temporary files of a write and of a run's entries: .eval-<pid>-<12 hex>.tmp, .eval-entries-<pid>-<12 hex>.jsonl
 LEFTOVER = re.compile(r"\.eval-(?:entries-)?([1-9][0-9]{0,9})-[0-9a-f]{12}\.(?:tmp|jsonl)")
 STARTED = time.time()
+# 1 GiB: over a million trials (a trial takes under 1 KB); json holds what it reads several times over in memory.
+MAX_RESULTS_BYTES = 1 << 30
 CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a conversation record keeps
 Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
 
@@ -276,13 +279,16 @@ def partial(document: Mapping[str, Any]) -> str | None:
     return ", ".join(why) or None
 
 
-def load_results(path: str) -> dict[str, Any]:
+def load_results(path: str, max_bytes: int = MAX_RESULTS_BYTES) -> dict[str, Any]:
     """A results file, checked whole; a ConfigError naming the first thing that makes it not one."""
     try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
+        raw = read_capped(path, max_bytes)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise ConfigError(f"{path}: over the {max_bytes} bytes a results file may have")
+    try:
+        document = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise ConfigError(f"{path}: not JSON: {exc}") from None
     except RecursionError:

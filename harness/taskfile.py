@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, TypeVar
 
+from harness.files import read_capped
 from harness.records import (
     DEFAULT_MAX_STEPS,
     ArgMatch,
@@ -75,11 +76,7 @@ def read_task_file(
 
 def _task_file_bytes(path: str, max_bytes: int) -> bytes:
     try:
-        with open(path, "rb") as f:
-            # /dev/zero, or a file grown by mistake, is never read whole; a file's own size, when it says one, is
-            # what read() sets aside (else 64 MB, for a moment, on every run).
-            size = os.fstat(f.fileno()).st_size
-            raw = f.read((min(size, max_bytes) if size else max_bytes) + 1)
+        raw = read_capped(path, max_bytes)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:

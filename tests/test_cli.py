@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+from harness.config import MAX_TEXT_FILE_BYTES, text_file
+from harness.records import ConfigError
+from harness.results import load_results
 from tests.support import (
     CANONICAL_TASKS,
     CLI_TIMEOUT,
@@ -261,3 +264,56 @@ class BadInput(TempDirTestCase):
             f"eval_agent: error: {tasks}: tasks[0].prompt: the value of ${{EVAL_TEST_ASSET}} is not UTF-8 text",
             EVAL_TEST_ASSET="caf\udce9",
         )
+
+
+class FilesRead(TempDirTestCase):
+    """Every file the harness reads is a regular file: a device is never read whole, a FIFO never waited on."""
+
+    def test_a_results_file_that_is_a_device_or_a_fifo(self) -> None:
+        run_cli("--out", "base.json", cwd=self.tmp)
+        os.mkfifo(os.path.join(self.tmp, "fifo"))
+        for name in ("/dev/zero", "fifo"):
+            for args, prog in [
+                (["report", name, "-o", "page.html"], "eval_agent report"),
+                (["compare", "base.json", name], "eval_agent compare"),
+                (["merge", name, "--out", "merged.json"], "eval_agent merge"),
+                (["--baseline", name, "--out", "run.json"], "eval_agent"),
+            ]:
+                with self.subTest(args[0], file=name):
+                    stdout, stderr, code = run_cli(*args, cwd=self.tmp)
+                    self.assertEqual(
+                        (stdout, stderr, code), ("", f"{prog}: error: {name}: cannot read: not a regular file\n", 2)
+                    )
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["base.json", "fifo"])
+
+    def test_every_other_file_read_that_is_a_fifo(self) -> None:
+        os.mkfifo(os.path.join(self.tmp, "fifo"))
+        for args, line in [
+            (["--tasks", "fifo"], "eval_agent: error: fifo: cannot read the task file: not a regular file"),
+            (
+                ["validate", "--tasks", "fifo"],
+                "eval_agent validate: error: fifo: cannot read the task file: not a regular file",
+            ),
+            (
+                ["--system-prompt-file", "fifo"],
+                "eval_agent: error: --system-prompt-file: cannot read fifo: not a regular file",
+            ),
+            (["import", "evalbench", "fifo"], "eval_agent import: error: fifo: cannot read: not a regular file"),
+        ]:
+            with self.subTest(args[0]):
+                self.assertEqual(run_cli(*args, cwd=self.tmp), ("", line + "\n", 2))
+        self.assertEqual(os.listdir(self.tmp), ["fifo"])
+
+    def test_a_results_file_over_its_cap_is_not_read_whole(self) -> None:
+        path = self.write_json("big.json", {"schemaVersion": 2, "padding": "x" * 200})
+        with self.assertRaises(ConfigError) as caught:
+            load_results(path, max_bytes=100)
+        self.assertEqual(str(caught.exception), f"{path}: over the 100 bytes a results file may have")
+
+    def test_a_system_prompt_file_over_its_cap(self) -> None:
+        path = os.path.join(self.tmp, "system.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("x" * (MAX_TEXT_FILE_BYTES + 1))
+        with self.assertRaises(ConfigError) as caught:
+            text_file(path, "--system-prompt-file")
+        self.assertEqual(str(caught.exception), f"--system-prompt-file: {path} is over the 8388608 bytes it may have")

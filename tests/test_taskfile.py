@@ -216,5 +216,10 @@ class HostileTaskFiles(TempDirTestCase):
 
     def test_a_file_over_the_size_cap_is_not_read_whole(self) -> None:
         self.assert_config_error(
-            "/dev/zero", "over the 1000 bytes a task file may have (EVAL_MAX_TASK_FILE_BYTES)", max_bytes=1000
+            self.write_text("big.json", " " * 1001),
+            "over the 1000 bytes a task file may have (EVAL_MAX_TASK_FILE_BYTES)",
+            max_bytes=1000,
         )
+
+    def test_a_device_is_not_a_task_file(self) -> None:
+        self.assert_config_error("/dev/zero", "cannot read the task file: not a regular file")

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from harness.files import read_capped
 from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
@@ -45,8 +46,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _read_json(path: str) -> Any:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        raw = read_capped(path, MAX_BYTES)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
