@@ -9,11 +9,13 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from harness.files import read_capped
 from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
 from harness.text import count, kind, sha256_hex
+from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
 NON_FINITE = "nonFinite"  # in an object of the results file: where its NaN and infinities were written as strings
@@ -26,10 +28,15 @@ CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a 
 Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
 
 
-def _is(what: str, test: Callable[[Any], bool]) -> Check:
+def _is(what: str, test: Callable[[Any], bool], bounds: str = "") -> Check:
+    """A check that says what it expected, and, to a number that is not, the bounds it expected it within."""
+
     def check(value: Any) -> str | None:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return None if test(value) else f"expected {what}, got {json.dumps(value) if number else kind(value)}"
+        if test(value):
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return f"expected {what}{bounds}, got {json.dumps(value)}"
+        return f"expected {what}, got {kind(value)}"
 
     return check
 
@@ -41,59 +48,147 @@ class Maybe:
         self.shape = shape
 
 
+class IfThere:
+    """A key that older files or other runs may not have; when it is there, a value of the shape given."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = shape
+
+
+class Each:
+    """An object of any keys (each passing `key`, when given), every value of the shape given."""
+
+    def __init__(self, shape: Any, key: Check | None = None) -> None:
+        self.shape = shape
+        self.key = key
+
+
+class NonEmpty:
+    """A list of at least one item, each of the shape given."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = shape
+
+
+# Numbers a report can do its arithmetic on: finite, and whole numbers within what a float holds exactly (2^53).
+LARGEST = 2**53
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and -LARGEST <= value <= LARGEST
+
+
 def _whole(value: Any, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= LARGEST
+
+
+def _percentage(value: Any) -> bool:
+    return _number(value) and 0 <= value <= 100
+
+
+def _gate(value: Any) -> bool:
+    """A gate as a run writes it: a percentage of at most GATE_PLACES decimals."""
+    exponent = Decimal(repr(value)).normalize().as_tuple().exponent if _percentage(value) else None
+    return isinstance(exponent, int) and -exponent <= GATE_PLACES
+
+
+def _counting(text: str) -> bool:
+    """Digits that int() reads as a count: ASCII (isdigit() takes a superscript two), and not thousands of them."""
+    return text.isascii() and text.isdigit() and len(text) < 16 and int(text) >= 1
+
+
+def _shard(value: Any) -> bool:
+    index, slash, total = value.partition("/") if isinstance(value, str) else ("", "", "")
+    return slash != "" and _counting(index) and _counting(total) and int(index) <= int(total)
 
 
 TEXT = _is("a string", lambda value: isinstance(value, str))
 MAYBE_TEXT = _is("a string or null", lambda value: value is None or isinstance(value, str))
 FLAG = _is("true or false", lambda value: isinstance(value, bool))
-WHOLE = _is("a whole number", _whole)
-NUMBER = _is("a number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool))
+WHOLE = _is("a whole number", _whole, " up to 2^53")
+COUNT = _is("a whole number", lambda value: _whole(value, 1), " from 1 to 2^53")
+NUMBER = _is("a number", _number, " from -2^53 to 2^53")
+PERCENT = _is("a percentage from 0 to 100", _percentage)
 OBJECT = _is("an object", lambda value: isinstance(value, dict))
+ANY = _is("any JSON value", lambda value: True)
 STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "error"))
+CALLS = [{"name": TEXT, "args": OBJECT}]
+STEP = {
+    "toolCalls": CALLS,
+    "text": IfThere(MAYBE_TEXT),
+    "results": IfThere([{"name": TEXT, "result": ANY, "scripted": IfThere(FLAG)}]),
+    "error": IfThere(TEXT),
+}
 TRIAL = {
     "status": STATUS,
     "code": MAYBE_TEXT,
     "reason": MAYBE_TEXT,
     "violation": MAYBE_TEXT,
-    "toolCalls": [{"name": TEXT, "args": OBJECT}],
+    "toolCalls": CALLS,
     "refused": FLAG,
     "text": MAYBE_TEXT,
     "attempts": WHOLE,
     "durationMs": NUMBER,
     "usage": Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE}),
+    "turns": IfThere(WHOLE),
+    "steps": IfThere(WHOLE),
+    "conversationId": IfThere(TEXT),
+    "conversation": IfThere(NonEmpty({"user": TEXT, "steps": NonEmpty(STEP)})),
+    "unscripted": IfThere([TEXT]),
 }
 ENTRY = {
     "id": TEXT,
     "category": TEXT,
     "sha256": TEXT,
     "blocking": FLAG,
+    "expected": IfThere(TEXT),
+    "prompt": IfThere(TEXT),
     "status": STATUS,
     "code": MAYBE_TEXT,
     "reason": MAYBE_TEXT,
     "violation": MAYBE_TEXT,
     "passes": WHOLE,
-    "trials": WHOLE,
+    "trials": COUNT,
     "flaky": FLAG,
     "trialResults": [TRIAL],
 }
-# What the harness reads back of a results file (a baseline, compare's and merge's inputs): every field it relies on.
+# What the harness reads back of a results file (a baseline, compare's, merge's and report's inputs): every field it
+# or a report relies on, so that a file that loads is one every report can render.
 DOCUMENT = {
     "runId": TEXT,
     "fingerprint": TEXT,
-    "manifest": {"backend": TEXT, "backendSettings": OBJECT, "selection": {"shard": MAYBE_TEXT, "taskIds": [TEXT]}},
+    "manifest": {
+        "backend": TEXT,
+        "backendSettings": OBJECT,
+        "taskFile": IfThere(OBJECT),
+        "selection": {
+            "shard": Maybe(_is("K/N, a shard", _shard)),
+            "taskIds": [TEXT],
+            "mergedShards": IfThere(COUNT),
+        },
+    },
     "startedAt": TEXT,
     "durationMs": NUMBER,
     "interrupted": FLAG,
     "notRun": [TEXT],
-    "gate": NUMBER,
-    "gateOn": _is("trials or pass-all", lambda value: value in ("trials", "pass-all")),
-    "runs": _is("a whole number from 1", lambda value: _whole(value, 1)),
     "passed": WHOLE,
+    "failed": WHOLE,
+    "errored": WHOLE,
     "total": WHOLE,
-    "passRate": NUMBER,
-    "byCategory": OBJECT,
+    "passRate": PERCENT,
+    "gate": _is(f"a percentage from 0 to 100 of at most {GATE_PLACES} decimals", _gate),
+    "gateOn": _is("trials or pass-all", lambda value: value in ("trials", "pass-all")),
+    "gatePassed": FLAG,
+    "gateFailedBecause": [TEXT],
+    "internalError": IfThere(MAYBE_TEXT),
+    "runs": _is("a whole number from 1", lambda value: _whole(value, 1)),
+    "passAllK": Each(PERCENT, key=_is("a number of runs", _counting)),
+    "flaky": [TEXT],
+    "blockingFailed": [TEXT],
+    "violations": [TEXT],
+    "regressed": [TEXT],
+    "usage": IfThere(Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE, "latencyMs": NUMBER})),
+    "byCategory": Each({"passed": WHOLE, "total": WHOLE}),
     "results": [ENTRY],
 }
 
@@ -297,7 +392,7 @@ def load_results(path: str, max_bytes: int = MAX_RESULTS_BYTES) -> dict[str, Any
         raise ConfigError(f"{path}: not a results file of schema version {RESULTS_SCHEMA_VERSION}")
     problem = _problem(document, DOCUMENT, "")
     if problem is None:
-        problem = next((_trials(entry, i) for i, entry in enumerate(document["results"]) if _trials(entry, i)), None)
+        problem = next(filter(None, (_trials(entry, i) for i, entry in enumerate(document["results"]))), None)
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
     return document
@@ -311,16 +406,29 @@ def _problem(value: Any, shape: Any, path: str) -> str | None:
         if not isinstance(value, dict):
             return f"{path}: expected an object, got {kind(value)}"
         for key, inner in shape.items():
-            if key not in value:
+            if key not in value and not isinstance(inner, IfThere):
                 return f"{path or 'the top level'}: no {key}"
-            problem = _problem(value[key], inner, f"{path}.{key}" if path else key)
+            inner = inner.shape if isinstance(inner, IfThere) else inner
+            problem = _problem(value[key], inner, f"{path}.{key}" if path else key) if key in value else None
             if problem is not None:
                 return problem
         return None
-    if isinstance(shape, list):
+    if isinstance(shape, Each):
+        if not isinstance(value, dict):
+            return f"{path}: expected an object, got {kind(value)}"
+        for key, item in value.items():
+            why = shape.key(key) if shape.key else None
+            problem = f"{path}: {json.dumps(key)}: {why}" if why else _problem(item, shape.shape, f"{path}.{key}")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(shape, (list, NonEmpty)):
         if not isinstance(value, list):
             return f"{path}: expected a list, got {kind(value)}"
-        return next((p for i, item in enumerate(value) if (p := _problem(item, shape[0], f"{path}[{i}]"))), None)
+        if isinstance(shape, NonEmpty) and not value:
+            return f"{path}: expected a list of at least one, got an empty list"
+        item_shape = shape.shape if isinstance(shape, NonEmpty) else shape[0]
+        return next((p for i, item in enumerate(value) if (p := _problem(item, item_shape, f"{path}[{i}]"))), None)
     why = shape(value)
     return f"{path}: {why}" if why else None
 
@@ -328,6 +436,12 @@ def _problem(value: Any, shape: Any, path: str) -> str | None:
 def _trials(entry: Mapping[str, Any], index: int) -> str | None:
     if entry["trials"] != len(entry["trialResults"]):
         return f"results[{index}].trials: {entry['trials']}, but {len(entry['trialResults'])} trialResults"
+    if entry["passes"] > entry["trials"]:
+        return f"results[{index}].passes: {entry['passes']}, more than its {entry['trials']} trials"
+    for number, trial in enumerate(entry["trialResults"]):
+        missing = [key for key in ("turns", "steps") if "conversation" in trial and key not in trial]
+        if missing:
+            return f"results[{index}].trialResults[{number}]: a conversation, but no {missing[0]}"
     return None
 
 

@@ -47,7 +47,8 @@ def publish(
     commit(staged)
     for path in outputs.summary_md:
         try:
-            with open(path, "a", encoding="utf-8") as f:  # a job summary gathers the sections of every step
+            # A job summary gathers the sections of every step; a lone surrogate (an agent's) is written as its escape.
+            with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
                 f.write(markdown)
         except OSError as exc:
             raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
