@@ -52,9 +52,11 @@ def switch(value: bool | str, where: str) -> bool:
 
 def shard(text: str, where: str) -> tuple[int, int]:
     """`K/N`: the K-th of N slices."""
-    index, slash, count = text.partition("/")
-    if slash and index.strip().isdigit() and count.strip().isdigit() and 1 <= int(index) <= int(count):
-        return int(index), int(count)
+    index, slash, count = (part.strip() for part in text.partition("/"))
+    # ASCII digits, and few of them: int() refuses a superscript two that isdigit() takes, and 4,301 digits.
+    if slash and all(part.isascii() and part.isdigit() and len(part) < 10 for part in (index, count)):
+        if 1 <= int(index) <= int(count):
+            return int(index), int(count)
     raise ConfigError(f"{where}: expected K/N with 1 <= K <= N, e.g. 2/4, got {text!r}")
 
 

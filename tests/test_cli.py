@@ -245,6 +245,14 @@ class BadInput(TempDirTestCase):
         stdout, _, code = run_cli("--gate", "99.9999999999", cwd=self.tmp)
         self.assertEqual((stdout.splitlines()[-1], code), ("10/10 PASS at 100% (gate 99.9999999999%)", 0))
 
+    def test_a_shard_of_digits_int_cannot_read(self) -> None:
+        for shard in ("\u00b2/3", "1/" + "9" * 5000):  # a superscript two is a digit to str.isdigit()
+            with self.subTest(shard[:5]):
+                self.assert_refused(
+                    ["--shard", shard, "--dry-run"],
+                    f"eval_agent: error: --shard: expected K/N with 1 <= K <= N, e.g. 2/4, got {shard!r}",
+                )
+
     def test_an_agent_url_whose_host_is_not_ascii(self) -> None:
         for host in ("ħost.example", "日本.example", "café.example"):
             with self.subTest(host):
