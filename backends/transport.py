@@ -249,7 +249,7 @@ def _backoff(attempt: int) -> float:
 def retry_after_seconds(value: str | None, now: float) -> float | None:
     """Seconds to wait per a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
     value = (value or "").strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return min(float(value), RETRY_AFTER_CAP)
     from email.utils import parsedate_to_datetime
 

@@ -649,7 +649,7 @@ class RetryAfter(unittest.TestCase):
                 self.assertEqual(retry_after_seconds(value, now), seconds)
 
     def test_a_missing_or_unreadable_header_means_use_the_backoff(self) -> None:
-        for value in (None, "", "soon", "-1", "1.5"):
+        for value in (None, "", "soon", "-1", "1.5", "\u00b2"):  # a Latin-1 superscript two: a digit, to isdigit()
             with self.subTest(value):
                 self.assertIsNone(retry_after_seconds(value, 0.0))
 
