@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -9,9 +10,12 @@ from typing import Any
 
 from harness import __commit__, __version__
 from harness.config import Config
+from harness.files import read_capped
 from harness.records import Task, TaskFile
 from harness.taskfile import canonical_sha256
 from harness.text import sha256_hex
+
+GIT_FILE_BYTES = 64 << 20  # packed-refs of a large repository; the others are a line
 
 
 def run_manifest(
@@ -86,13 +90,13 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
 
 
 def git_state(folder: str) -> dict[str, Any]:
-    """{"gitCommit": SHA} of the checkout around folder, read from .git without running git; {} outside git."""
-    git = _git_dir(os.path.abspath(folder))
-    if git is None:
-        return {}
+    """{"gitCommit": SHA} of the checkout around folder, read from .git without running git; {} outside git, or when
+    its files cannot be read (the commit is what a run records, never a reason to stop it)."""
     try:
-        with open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
-            head = f.read().strip()
+        git = _git_dir(os.path.abspath(folder))
+        if git is None:
+            return {}
+        head = _git_text(os.path.join(git, "HEAD")).strip()
         if not head.startswith("ref: "):
             return {"gitCommit": head}
         ref = head[5:]
@@ -100,16 +104,22 @@ def git_state(folder: str) -> dict[str, Any]:
         for base in (git, common):
             path = os.path.join(base, ref)
             if os.path.exists(path):
-                with open(path, encoding="utf-8") as f:
-                    return {"gitCommit": f.read().strip()}
-        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
-            for line in f:
-                sha, _, name = line.strip().partition(" ")
-                if name == ref:
-                    return {"gitCommit": sha}
-    except OSError:
+                return {"gitCommit": _git_text(path).strip()}
+        for line in _git_text(os.path.join(common, "packed-refs")).splitlines():
+            sha, _, name = line.strip().partition(" ")
+            if name == ref:
+                return {"gitCommit": sha}
+    except (OSError, ValueError):  # ValueError: not UTF-8
         pass
     return {}  # a branch with no commit yet
+
+
+def _git_text(path: str) -> str:
+    """A file of git's as text: a regular file under GIT_FILE_BYTES, or OSError."""
+    raw = read_capped(path, GIT_FILE_BYTES)
+    if len(raw) > GIT_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"over {GIT_FILE_BYTES} bytes")
+    return raw.decode("utf-8")
 
 
 def _git_dir(folder: str) -> str | None:
@@ -119,8 +129,7 @@ def _git_dir(folder: str) -> str | None:
         if os.path.isdir(candidate):
             return candidate
         if os.path.isfile(candidate):
-            with open(candidate, encoding="utf-8") as f:
-                pointer = f.read().strip()
+            pointer = _git_text(candidate).strip()
             if pointer.startswith("gitdir: "):
                 return os.path.normpath(os.path.join(folder, pointer[8:]))
             return None
@@ -133,7 +142,6 @@ def _git_dir(folder: str) -> str | None:
 def _common_dir(git: str) -> str:
     """Where branches live: the main .git folder, for a linked worktree too."""
     try:
-        with open(os.path.join(git, "commondir"), encoding="utf-8") as f:
-            return os.path.normpath(os.path.join(git, f.read().strip()))
+        return os.path.normpath(os.path.join(git, _git_text(os.path.join(git, "commondir")).strip()))
     except OSError:
         return git

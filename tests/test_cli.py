@@ -325,3 +325,20 @@ class FilesRead(TempDirTestCase):
         with self.assertRaises(ConfigError) as caught:
             text_file(path, "--system-prompt-file")
         self.assertEqual(str(caught.exception), f"--system-prompt-file: {path} is over the 8388608 bytes it may have")
+
+    def test_a_git_folder_that_cannot_be_read_records_no_commit(self) -> None:
+        for name, make in [
+            ("HEAD of bytes that are not UTF-8", lambda path: self.write_bytes(path, b"ref: refs/heads/\xff\n")),
+            ("HEAD a FIFO", os.mkfifo),
+        ]:
+            with self.subTest(name):
+                checkout = os.path.join(self.tmp, name)
+                os.makedirs(os.path.join(checkout, ".git"))
+                make(os.path.join(checkout, ".git", "HEAD"))
+                stdout, stderr, code = run_cli("--out", "r.json", cwd=checkout)
+                self.assertEqual((stdout.splitlines()[-1:], stderr, code), (["10/10 PASS at 100% (gate 80%)"], "", 0))
+                self.assertNotIn("gitCommit", self.read_json(os.path.join(name, "r.json"))["manifest"])
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
