@@ -133,11 +133,12 @@ class ResultsFiles(TempDirTestCase):
         return code, err.getvalue()
 
     def readers(self, path: str) -> list[list[str]]:
-        """report, compare (either way round) and merge with every report, on the file at path."""
+        """report (of it, and against it), compare (either way round) and merge with every report, on the file."""
         base = self.write("base.json", self.document)
         out = os.path.join(self.tmp, "out")
         return [
             ["report", path, "-o", f"{out}.html"],
+            ["report", base, "--baseline", path, "-o", f"{out}.changes.html"],
             ["compare", base, path, "--allow-partial", "--out", f"{out}.compare.json"],
             ["compare", path, base, "--allow-partial"],
             [
