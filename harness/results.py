@@ -384,10 +384,12 @@ def load_results(path: str, max_bytes: int = MAX_RESULTS_BYTES) -> dict[str, Any
         raise ConfigError(f"{path}: over the {max_bytes} bytes a results file may have")
     try:
         document = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not JSON: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not JSON this harness reads: nested too deeply") from None
+    except ValueError:  # what int() refuses: more digits than sys.get_int_max_str_digits()
+        raise ConfigError(f"{path}: not JSON this harness reads: an integer too long to read as a number") from None
     if not isinstance(document, dict) or document.get("schemaVersion") != RESULTS_SCHEMA_VERSION:
         raise ConfigError(f"{path}: not a results file of schema version {RESULTS_SCHEMA_VERSION}")
     problem = _problem(document, DOCUMENT, "")

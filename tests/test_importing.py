@@ -102,3 +102,12 @@ class ImportEvalbench(TempDirTestCase):
                 2,
             ),
         )
+
+    def test_an_integer_longer_than_python_reads_exits_2_with_one_line(self) -> None:
+        path = os.path.join(self.tmp, "long.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write('{"scenarios": [' + "1" * 5000 + "]}")
+        self.assertEqual(
+            run_cli("import", "evalbench", path, env=clean_env(), cwd=self.tmp),
+            ("", f"eval_agent import: error: {path}: an integer too long to read as a number\n", 2),
+        )

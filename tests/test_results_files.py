@@ -169,6 +169,16 @@ class ResultsFiles(TempDirTestCase):
                     load_results(path)
                 self.assertEqual(str(caught.exception), f"{path}: {message}")
 
+    def test_an_integer_longer_than_python_reads(self) -> None:
+        path = os.path.join(self.tmp, "long.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self.document).replace('"runs": 2', '"runs": ' + "1" * 5000, 1))
+        with self.assertRaises(ConfigError) as caught:
+            load_results(path)
+        self.assertEqual(
+            str(caught.exception), f"{path}: not JSON this harness reads: an integer too long to read as a number"
+        )
+
     def test_report_compare_and_merge_say_it_in_one_line_and_exit_2(self) -> None:
         path = self.write("bad.json", changed(self.document, ("byCategory", "asset.search"), 1))
         line = "error: bad.json: byCategory.asset.search: expected an object, got a number\n"

@@ -59,6 +59,8 @@ def _read_json(path: str) -> Any:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ConfigError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError:  # what int() refuses: more digits than sys.get_int_max_str_digits()
+        raise ConfigError(f"{path}: an integer too long to read as a number") from None
 
 
 def from_evalbench(data: Any, path: str) -> tuple[dict[str, Any], list[str]]:
