@@ -13,7 +13,7 @@ from typing import Any
 from harness.records import CategoryCount, GateOn, Status, Summary, Tally
 
 # The most decimals a gate may have: the results file keeps the gate as a float, which gives back 15 digits as they
-# were written (3 of them before the point), and every report prints it whole.
+# were written (3 of them before the point), and the headline prints it whole.
 GATE_PLACES = 10
 
 EXIT_GATE_MET, EXIT_GATE_FAILED, EXIT_CONFIG, EXIT_UNREACHABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
