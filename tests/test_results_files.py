@@ -161,6 +161,17 @@ class ResultsFiles(TempDirTestCase):
             with self.subTest(argv[0]):
                 self.assertEqual(self.main(*argv), (0, ""))
 
+    def test_lone_surrogates_an_agent_sent_render_in_every_reader(self) -> None:
+        # A run writes an agent's lone surrogate as the JSON escape that reads back as it (results.stage).
+        document = changed(self.document, ("runId",), "run-\ud800")
+        document["byCategory"]["\udfff"] = {"passed": 0, "total": 0}
+        document["results"][0]["trialResults"][0]["toolCalls"][0]["args"]["\ud800"] = "\udfff"
+        document["results"][0]["trialResults"][1]["text"] = "\ud800"
+        path = self.write("surrogates.json", document)
+        for argv in self.readers(path):
+            with self.subTest(argv[0]):
+                self.assertEqual(self.main(*argv), (0, ""))
+
     def test_a_file_that_would_break_a_report_is_refused_with_its_json_path(self) -> None:
         for where, value, message in MALFORMED:
             with self.subTest(where=where, value=value):
