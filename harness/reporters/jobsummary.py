@@ -114,7 +114,7 @@ class _Page:
 
     def add(self, lines: list[str]) -> bool:
         """Take the lines, all or none; once some did not fit, none after them."""
-        size = sum(len(line.encode("utf-8")) + 1 for line in lines)
+        size = sum(len(line.encode("utf-8", "backslashreplace")) + 1 for line in lines)  # as it is written
         self.full = self.full or self.size + size > SUMMARY_BYTES - NOTE_BYTES
         if not self.full:
             self.lines += lines
