@@ -650,15 +650,24 @@ class Spool:
     def __init__(self, results: str) -> None:
         folder = os.path.dirname(os.path.realpath(results))
         try:
-            fd, self.path = exclusive_file(folder, ".eval-entries-", ".jsonl")
+            # Nameless from the start where the system can: a Ctrl-C at any instant leaves nothing behind.
+            fd, self.path = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600), ""
+        except (AttributeError, OSError):
+            fd, self.path = self._named(folder, results)
+        self.file = os.fdopen(fd, "w+", encoding="utf-8", errors="backslashreplace")
+        self.count = 0
+
+    @staticmethod
+    def _named(folder: str, results: str) -> tuple[int, str]:
+        try:
+            fd, path = exclusive_file(folder, ".eval-entries-", ".jsonl")
         except OSError as exc:
             raise ConfigError(f"cannot write {results}: {exc.strerror or exc}") from None
         if hasattr(os, "pread"):
             # Nameless from here on: nothing is left behind by a crash, and the folder may go away during the run.
-            os.unlink(self.path)
-            self.path = ""
-        self.file = os.fdopen(fd, "w+", encoding="utf-8", errors="backslashreplace")
-        self.count = 0
+            os.unlink(path)
+            path = ""
+        return fd, path
 
     def add(self, entry: Mapping[str, Any]) -> None:
         self.file.write(entry_json(entry))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import unittest
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import IO, Any
 
 import junitparser
 import trustme
@@ -692,30 +694,62 @@ class HostileReplies(HttpTestCase):
 
 
 class EarlySignals(TempDirTestCase):
-    def test_a_ctrl_c_while_the_harness_is_still_importing_exits_130_without_a_traceback(self) -> None:
+    """Ctrl-C at any moment of a run's start, from the harness's first instruction on: 130, quietly."""
+
+    def test_a_ctrl_c_from_the_first_instruction_on_exits_130_without_a_traceback(self) -> None:
+        def hold(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            agent.release.wait(CLI_TIMEOUT)  # until the test ends: every signal lands before a task is done
+
+        agent = self.serve(hold)
+        for delay_ms in range(0, 101, 5):
+            with self.subTest(delay_ms=delay_ms):
+                self.interrupt(agent, delay_ms / 1000)
+
+    def interrupt(self, agent: LoopbackAgent, delay: float) -> None:
+        """SIGINT `delay` seconds after the harness's first import; what it said, its exit and its files pinned."""
+        out = os.path.join(self.tmp, f"results-{delay}.json")
+        path = f"/run/{delay}"  # requests of an earlier run may still be arriving: this run's are told by their path
+        # -X importtime says on stderr when each import is done: the first line that names __future__ is said once
+        # eval_agent.py's first instruction has run. Before it, the interpreter is still starting: not ours.
         proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT, "--dry-run"],
+            [sys.executable, "-S", "-X", "importtime", SCRIPT, "--out", out],
             cwd=self.tmp,
-            env=clean_env(),
-            stdout=subprocess.PIPE,
+            env=clean_env(EVAL_AGENT_URL=agent.url(path)),
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
         self.addCleanup(proc.kill)
-        # The harness is importing its modules once the interpreter has loaded _decimal, which harness.records needs.
-        # Until exec the child is a copy of this process, which has loaded _decimal too: wait for its own command line.
-        deadline = time.monotonic() + CLI_TIMEOUT
-        while "--dry-run" not in _proc(proc.pid, "cmdline") or "_decimal" not in _proc(proc.pid, "maps"):
-            self.assertLess(time.monotonic(), deadline, "the harness never started importing")
-            self.assertIsNone(proc.poll(), "the harness exited before it imported anything")
+        assert proc.stderr is not None
+        lines: queue.Queue[str | None] = queue.Queue()
+        reader = threading.Thread(target=_lines_into, args=(proc.stderr, lines), daemon=True)
+        reader.start()
+        said = []
+        while (line := lines.get(timeout=CLI_TIMEOUT)) is not None:
+            said.append(line)
+            if line.rstrip().endswith("| __future__"):
+                break
+        self.assertIsNotNone(line, f"the harness ended before its first instruction: {said}")
+        time.sleep(delay)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
-        self.assertEqual((proc.returncode, stderr), (130, ""))
+        proc.wait(timeout=CLI_TIMEOUT)
+        reader.join(timeout=CLI_TIMEOUT)
+        while (line := lines.get(timeout=CLI_TIMEOUT)) is not None:
+            said.append(line)
+        said = [line for line in said if not line.startswith("import time:")]
+        self.assertEqual(proc.returncode, 130, said)
+        self.assertIn(said, ([], ["eval_agent: interrupted after 0 of 10 trials\n"]))
+        if any(received.path == path for received in agent.received):
+            self.assertTrue(os.path.exists(out), "a task was sent: the results so far are written")
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as f:
+                self.assertEqual(json.load(f)["interrupted"], True)
+        self.assertEqual([name for name in os.listdir(self.tmp) if name.startswith(".eval-")], [])
 
 
-def _proc(pid: int, name: str) -> str:
-    try:
-        with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+def _lines_into(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    """Each line of the stream into the queue as it comes, then None."""
+    with stream:
+        for line in stream:
+            lines.put(line)
+    lines.put(None)
