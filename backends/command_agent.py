@@ -17,6 +17,7 @@ from harness.endpoints import command_secrets, field_secrets, query_values, show
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
 from harness.settings import Setting, Sources
+from harness.text import json_bytes
 
 if TYPE_CHECKING:
     import subprocess
@@ -105,7 +106,7 @@ class CommandAgentBackend:
         import subprocess  # only a run of this backend pays for these
         import tempfile
 
-        body = json.dumps(request_body(request, self.run_id, self.fields), ensure_ascii=False).encode("utf-8")
+        body = json_bytes(request_body(request, self.run_id, self.fields))
         with tempfile.TemporaryDirectory(prefix="eval-agent-") as folder:
             try:
                 # A session of its own, so that a timeout can end the agent and everything it started.

@@ -17,6 +17,7 @@ from harness import __version__
 from harness.endpoints import basic_credentials, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
+from harness.text import json_bytes
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
@@ -24,8 +25,6 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 200
-# One encoder for every request body: json.dumps with an option builds a new encoder per call.
-ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class RetryableError(BackendError):
@@ -104,7 +103,7 @@ class Transport:
 
     def post_json(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The decoded JSON reply and the number of attempts it took."""
-        body = ENCODE_JSON(payload).encode("utf-8")
+        body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
         attempt = 0
         while True:

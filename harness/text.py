@@ -18,6 +18,7 @@ UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\
 MISSING = ("", "undefined", "null", "None")  # what JavaScript and Python print for a value that is not there
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps with an option makes one a call
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 # Why the gate failed, as the headline says it; the results file keeps the codes.
 REASONS = {
@@ -79,6 +80,12 @@ def lone_surrogate(text: str) -> str | None:
 def canonical_json(value: Any) -> str:
     """JSON in one form however it was laid out (keys sorted, no spaces, text as is): what hashes and compares alike."""
     return CANONICAL_JSON.encode(value)
+
+
+def json_bytes(value: Any) -> bytes:
+    """The value as UTF-8 JSON, a lone surrogate (half an emoji an agent cut) as the \\udXXX escape that reads back as
+    it: inside a JSON string, which is the only place one can be, that is what backslashreplace writes."""
+    return ENCODE_JSON(value).encode("utf-8", "backslashreplace")
 
 
 def kind(value: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from backends.stub import StubBackend
@@ -15,7 +17,18 @@ from harness.running import run_task
 from harness.scoring import score
 from harness.taskfile import load_task_file
 from harness.text import calls_text
-from tests.support import CANONICAL_TASKS, TempDirTestCase, canonical_task_data
+from tests.providers import openai_completion
+from tests.support import (
+    CANONICAL_TASKS,
+    DATA,
+    Received,
+    Respond,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 SEARCH, TAG, GENERATE = "imageman.asset.search", "imageman.asset.tag", "imageman.ai.image.generate"
 FOUND = {"assets": [{"id": "ast_1"}, {"id": "ast_2"}]}
@@ -424,3 +437,72 @@ class ConversationReports(TempDirTestCase):
         self.assertIn(
             "CHANGED DEFINITION ai-image-generate-asks-first  pass → error (reply:stub-unknown-prompt)", stdout
         )
+
+
+TALK = {
+    "id": "talk",
+    "category": "asset.search",
+    "prompt": "Find the launch photos.",
+    "turns": ["And the others?"],
+    "toolResults": {SEARCH: {"found": {"echo": "query"}}},
+    "expect": {"trajectory": [SEARCH, TAG]},  # a tag never comes: the reports show the conversation
+}
+AFTER = {"id": "after", "category": "asset.search", "prompt": "Find the logos.", "expect": {"tool": SEARCH}}
+CUT = "launch \U0001f680"[:-1] + "\ud83d"  # what "launch 🚀".slice(0, -1) leaves in JavaScript
+
+
+class HalfAnEmoji(TempDirTestCase):
+    """An agent that cuts its text inside an emoji (a JavaScript agent slicing UTF-16) sends a lone surrogate: the
+    conversation goes on with it, every task runs, and every report is valid UTF-8 with the half shown escaped."""
+
+    def test_every_backend_carries_it_and_every_task_runs(self) -> None:
+        for backend in ("http", "command", "openai"):
+            with self.subTest(backend):
+                self.run_with(backend)
+
+    def run_with(self, backend: str) -> None:
+        data = canonical_task_data()
+        data["tasks"] = [TALK, AFTER]
+        env = clean_env(EVAL_BACKEND=backend, EVAL_TASKS=self.write_json("tasks.json", data), EVAL_CONCURRENCY="1")
+        said = {"text": f"Searching {CUT}", "toolCall": {"name": SEARCH, "args": {"query": CUT}}}
+        # A model is asked again with the search's result; an agent that runs its own tools answers turn 2 at once.
+        replies = [said, {"text": f"Found {CUT}"}, *([{"text": "No others."}] if backend == "openai" else [])]
+        replies.append({"toolCall": {"name": SEARCH, "args": {"query": "logos"}}})
+        if backend == "command":
+            script = os.path.join(self.tmp, "replies")
+            with open(script, "w", encoding="ascii") as f:
+                f.write("\n".join(map(json.dumps, replies)))
+            received = os.path.join(self.tmp, "received")
+            agent = os.path.join(DATA, "agents", "script_agent.py")
+            env["EVAL_AGENT_CMD"] = f"{sys.executable} -S {agent} replay {received} {script}"
+        else:
+            fake = self.serve(self.agent_replying(backend, replies))
+            where = {"http": {"EVAL_AGENT_URL": fake.url()}, "openai": {"OPENAI_BASE_URL": fake.url("/v1")}}
+            env.update(where[backend], **({"EVAL_MODEL": "m"} if backend == "openai" else {}))
+        reports = ("--junit", "junit.xml", "--summary-md", "summary.md", "--html", "report.html")
+        stdout, stderr, code = run_cli(*reports, env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        written = {}
+        for name in ("eval-results.json", "junit.xml", "summary.md", "report.html"):
+            with open(os.path.join(self.tmp, name), "rb") as f:
+                written[name] = f.read().decode("utf-8")  # strict: no lone surrogate reaches a file
+            self.assertIn("\\ud83d", written[name], name)
+        results = json.loads(written["eval-results.json"])
+        self.assertEqual([entry["id"] for entry in results["results"]], ["talk", "after"])
+        self.assertEqual(results["notRun"], [])
+        steps = results["results"][0]["trialResults"][0]["conversation"][0]["steps"]
+        self.assertEqual(steps[0]["toolCalls"], [{"name": SEARCH, "args": {"query": CUT}}])
+        self.assertEqual(steps[0]["text"], f"Searching {CUT}")
+
+    def agent_replying(self, backend: str, replies: list[dict[str, Any]]) -> Respond:
+        """An http agent, or an OpenAI-compatible model, that says each of `replies` in turn."""
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            reply = replies.pop(0)
+            if backend == "openai":
+                call = reply.get("toolCall")
+                calls = [{"name": call["name"].replace(".", "_"), "args": call["args"]}] if call else []
+                reply = openai_completion(calls, reply.get("text"))
+            send_json(handler, reply)
+
+        return respond

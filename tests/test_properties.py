@@ -7,16 +7,32 @@ ConfigError, a Reply or a BackendError, never another exception.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import unittest
+from collections import deque
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backends.contract import parse_reply
-from harness.records import BackendError, ConfigError, Reply, TaskFile
+from harness.records import Backend, BackendError, ConfigError, Reply, Result, Task, TaskFile
+from harness.results import render_json, task_entry, write_atomic
+from harness.running import run_task
 from harness.taskfile import parse_task_file
-from tests.support import SHIPPED_TASKS, backend_for, canonical_task_data
+from tests.providers import anthropic_message, openai_completion
+from tests.support import (
+    DATA,
+    SHIPPED_TASKS,
+    LoopbackAgent,
+    Received,
+    TempDirTestCase,
+    backend_for,
+    canonical_task_data,
+    send_json,
+)
 
 ENOUGH = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MORE = settings(ENOUGH, max_examples=400)
@@ -209,6 +225,130 @@ class ProviderReplies(unittest.TestCase):
     @given(messages())
     def test_any_message(self, body: Any) -> None:
         self.read(self.anthropic, body)
+
+
+# Any string an agent can send: JSON carries lone surrogates (\\udXXX escapes), which st.text() never draws.
+agent_strings = st.lists(st.characters(exclude_categories=()) | st.characters(categories=["Cs"]), max_size=10).map(
+    lambda chars: json.loads(json.dumps("".join(chars)))  # as JSON reads it: "\\ud83d\\ude00" is one character
+)
+SEARCH = "imageman.asset.search"
+# Two turns, and the search's result echoes its query: on every backend, what the agent said goes back to it.
+TALK = {
+    "id": "talk",
+    "category": "asset.search",
+    "prompt": "Find the launch photos.",
+    "turns": ["And the others?"],
+    "toolResults": {SEARCH: {"found": {"echo": "query"}}},
+    "expect": {"tool": SEARCH},
+}
+A_FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class AgentStrings(TempDirTestCase):
+    """Any string an agent sends, lone surrogates and controls included, goes through a conversation on every backend:
+    back to the agent as it came, in requests that are UTF-8 JSON, and into a results file that is UTF-8 JSON."""
+
+    replies: deque[Any]
+    agent: LoopbackAgent
+    task: Task
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.replies = deque()
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, cls.replies.popleft())
+
+        cls.agent = LoopbackAgent(respond).__enter__()
+        cls.addClassCleanup(cls.agent.__exit__)
+        data = canonical_task_data()
+        data["tasks"] = [TALK]
+        cls.task = parse_task_file(json.dumps(data).encode(), "talk.json", {})[0].tasks[0]
+
+    def converse(self, backend: Backend, replies: list[Any]) -> list[Any]:
+        """The task sent to a backend whose agent answers with `replies`: each request it received, read as strict
+        UTF-8 JSON (json.loads lets a lone surrogate through in bytes), and the trial read back from a results file."""
+        self.replies.clear()
+        self.replies.extend(replies)
+        before = len(self.agent.received)
+        self.recorded(run_task(backend, self.task))
+        return [_strict_json(received.body) for received in self.agent.received[before:]]
+
+    def recorded(self, result: Result) -> None:
+        """The trial written as a results file is, and read back: strict UTF-8, each string as the agent sent it."""
+        path = os.path.join(self.tmp, "results.json")
+        entry = task_entry(self.task, [result])
+        write_atomic(path, render_json({"results": [entry]}))
+        with open(path, "rb") as f:
+            self.assertEqual(_strict_json(f.read()), {"results": [json.loads(json.dumps(entry))]})
+
+    @A_FEW
+    @given(agent_strings, agent_strings.filter(bool), agent_strings, agent_strings, agent_strings)
+    def test_an_http_agent(self, text: str, name: str, key: str, value: str, last: str) -> None:
+        backend = backend_for({"EVAL_AGENT_URL": self.agent.url(), "EVAL_RETRIES": "0"})
+        self.addCleanup(backend.transport.close)
+        said = {"toolCall": {"name": name, "args": {key: value}}, "text": text}
+        _, second = self.converse(backend, [said, {"text": f"ok {last}"}])
+        self.assertEqual(
+            second["messages"][1],
+            {"role": "assistant", "content": text, "toolCalls": [{"name": name, "args": {key: value}}]},
+        )
+
+    @settings(A_FEW, max_examples=10)  # two processes an example
+    @given(agent_strings, agent_strings.filter(bool), agent_strings, agent_strings, agent_strings)
+    def test_a_command_agent(self, text: str, name: str, key: str, value: str, last: str) -> None:
+        received, replies = os.path.join(self.tmp, "received"), os.path.join(self.tmp, "replies")
+        said = {"toolCall": {"name": name, "args": {key: value}}, "text": text}
+        with open(replies, "w", encoding="ascii") as f:
+            f.write(f"{json.dumps(said)}\n{json.dumps({'text': f'ok {last}'})}\n")
+        if os.path.exists(received):
+            os.unlink(received)
+        agent = f"{sys.executable} -S {os.path.join(DATA, 'agents', 'script_agent.py')} replay {received} {replies}"
+        self.recorded(run_task(backend_for({"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": agent}), self.task))
+        with open(received, "rb") as f:
+            _, second = map(_strict_json, f.read().splitlines())
+        self.assertEqual(
+            second["messages"][1],
+            {"role": "assistant", "content": text, "toolCalls": [{"name": name, "args": {key: value}}]},
+        )
+
+    @A_FEW
+    @given(agent_strings, agent_strings, agent_strings, agent_strings)
+    def test_an_openai_compatible_model(self, text: str, key: str, value: str, last: str) -> None:
+        backend = backend_for({"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": self.agent.url(""), "EVAL_MODEL": "m"})
+        self.addCleanup(backend.transport.close)
+        args = {"query": value, key: value}
+        called = openai_completion([{"name": "imageman_asset_search", "args": args}], text)
+        _, result, turn = self.converse(
+            backend, [called, openai_completion([], f"ok {last}"), openai_completion([], "ok")]
+        )
+        assistant, tool = result["messages"][-2:]
+        self.assertEqual(assistant["content"], text)
+        self.assertEqual(json.loads(assistant["tool_calls"][0]["function"]["arguments"]), args)
+        self.assertEqual(json.loads(tool["content"]), {"found": value})
+        self.assertEqual(turn["messages"][-2]["content"], f"ok {last}")
+
+    @A_FEW
+    @given(agent_strings.filter(bool), agent_strings, agent_strings, agent_strings)
+    def test_an_anthropic_model(self, text: str, key: str, value: str, last: str) -> None:
+        backend = backend_for(
+            {"EVAL_BACKEND": "anthropic", "ANTHROPIC_BASE_URL": self.agent.url(""), "EVAL_MODEL": "m"}
+        )
+        self.addCleanup(backend.transport.close)
+        args = {"query": value, key: value}
+        called = anthropic_message([{"name": "imageman_asset_search", "args": args}], text)
+        _, result, turn = self.converse(
+            backend, [called, anthropic_message([], f"ok {last}"), anthropic_message([], "ok")]
+        )
+        assistant, results = result["messages"][-2:]
+        self.assertEqual(assistant["content"][0], {"type": "text", "text": text})
+        self.assertEqual(assistant["content"][1]["input"], args)
+        self.assertEqual(json.loads(results["content"][0]["content"]), {"found": value})
+        self.assertEqual(turn["messages"][-2]["content"], [{"type": "text", "text": f"ok {last}"}])
+
+
+def _strict_json(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,16 @@ with open(os.path.join(HERE, "..", "..", "..", "backends", "stub_replies.json"),
     CANNED = json.load(f)
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "correct"
+if mode == "replay":
+    # The request's bytes appended to a file, one line each; the reply is the line of the replies file for that request.
+    received, replies = sys.argv[2:4]
+    with open(received, "ab") as f:
+        f.write(sys.stdin.buffer.read() + b"\n")
+    with open(received, "rb") as f:
+        number = f.read().count(b"\n")
+    with open(replies, "rb") as f:
+        sys.stdout.buffer.write(f.read().split(b"\n")[number - 1])
+    sys.exit(0)
 request = json.load(sys.stdin)
 if mode == "hang":
     # A child that would outlive its parent, unless the whole process group is killed.
