@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote
 
+from harness import backtracking
 from harness.records import InputSchema
 from harness.text import canonical_json, clip, count, kind
 
@@ -174,6 +175,11 @@ class _Walk:
             re.compile(value)
         except (re.error, RecursionError, OverflowError) as error:
             self.problem(where, f"not a regular expression this checker can read: {error}")
+            return
+        try:
+            backtracking.check(value)
+        except backtracking.Unbounded as error:
+            self.problem(where, f"a pattern this checker will not run: {error}")
 
 
 def _resolve(ref: str, locations: Mapping[tuple[str, ...], Any]) -> Any:

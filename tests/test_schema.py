@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import unittest
+import warnings
 from typing import Any
 
 import jsonschema
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.schema import ANNOTATIONS, KEYWORDS, check, compile_schema
+from tests.support import TempDirTestCase, canonical_task_data, clean_env, run_cli
 
 TOOL = "imageman.transform.url"
 KEYWORD_NAMES = (*KEYWORDS, *sorted(ANNOTATIONS), "not", "nullable")
@@ -386,6 +388,21 @@ PROBLEMS: list[tuple[dict[str, Any], str, str]] = [
     (under_x({"multipleOf": 0}), "properties.x.multipleOf", "expected a number above 0, got 0"),
     (under_x({"maxLength": -1}), "properties.x.maxLength", "expected a whole number, 0 or more, got -1"),
     (under_x({"pattern": "("}), "properties.x.pattern", "not a regular expression this checker can read"),
+    (
+        under_x({"pattern": "^(a+)+$"}),
+        "properties.x.pattern",
+        "a pattern this checker will not run: it can match the same text in two ways under a repeat",
+    ),
+    (
+        under_x({"patternProperties": {"^(\\w+\\s?)+$": {}}}),
+        "properties.x.patternProperties.^(\\w+\\s?)+$",
+        "a pattern this checker will not run",
+    ),
+    (
+        under_x({"propertyNames": {"pattern": "^(a|a)*$"}}),
+        "properties.x.propertyNames.pattern",
+        "a pattern this checker will not run",
+    ),
     (under_x({"anyOf": []}), "properties.x.anyOf", "expected a non-empty list of schemas"),
     (under_x({"required": "a"}), "properties.x.required", "expected a list of property names"),
     (under_x({"enum": "a"}), "properties.x.enum", "expected a list of values"),
@@ -409,6 +426,105 @@ class Problems(unittest.TestCase):
             TOOL, {"properties": {"a": {"if": {}}, "b": {"nullable": True}}, "$defs": {"c": {"not": {}}}}
         )
         self.assertEqual([path for path, _ in problems], ["properties.a.if", "properties.b.nullable", "$defs.c.not"])
+
+
+# Patterns that re may take an exponential time to fail on: the classic shapes, bounded repeats past what is written
+# out, lookarounds, backreferences.
+CATASTROPHIC = [
+    r"^(a+)+$",
+    r"(a|a)*$",
+    r"(.*)*$",
+    r"(a|aa)+$",
+    r"^(\w+\s?)+$",
+    r"^(([a-z])+.)+[A-Z]([a-z])+$",
+    r"(x+x+)+y",
+    r"(a*)*b",
+    r"^([a-zA-Z]+)*$",
+    r"^(a|a?)+$",
+    r"^(a+)+?$",
+    r"(\d+|\d+\.\d+)*$",
+    r"^(\s*,?\s*\w+)*$",
+    r"^(a|a){1,30}$",
+    r"^(a{1,10}){1,10}$",
+    r"(.*a){12}",
+    r"^(?=(a+)+$)",
+    r"^(a+)\1$",
+]
+# Patterns tool schemas carry (identifiers, dates, e-mail addresses, URLs, versions, Pydantic's decimals and durations,
+# base64), and those of this suite: each loads.
+EVERYDAY = [
+    r"^ast_[a-z0-9]+$",
+    r"[0-9]",
+    r"^n_",
+    r"a|b",
+    r"^[a-zA-Z0-9_-]{1,64}$",
+    r"^\d{4}-\d{2}-\d{2}$",
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$",
+    r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+    r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$",
+    r"^[\w.+-]+@[\w-]+\.[\w.-]+$",
+    r"^https?://[^\s/$.?#].[^\s]*$",
+    r"^([a-z0-9]+(-[a-z0-9]+)*\.)+[a-z]{2,}$",
+    r"^[a-z]+(?:[-_][a-z]+)*$",
+    r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$",
+    r"^[^\s]+(\s+[^\s]+)*$",
+    r"^#?([a-fA-F0-9]{6}|[a-fA-F0-9]{3})$",
+    r"^(\+\d{1,3})?\d{10}$",
+    r"^(\d{1,3}\.){3}\d{1,3}$",
+    r"^((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)\.?\b){4}$",
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+    r"(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$",
+    r"^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$",
+    r"^P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$",
+    r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    r"(?i)^(red|green|blue)$",
+    r"^(?!\s)(?!.*\s$).*$",
+    r"^\$?\d+(\.\d{2})?$",
+    r"^(\w|\d)+$",  # re reads \w|\d as one class: one way through
+]
+
+
+class Patterns(TempDirTestCase):
+    def test_a_pattern_that_can_backtrack_exponentially_is_refused_at_load(self) -> None:
+        for pattern in CATASTROPHIC:
+            with self.subTest(pattern):
+                compiled, problems = compile_schema(TOOL, under_x({"type": "string", "pattern": pattern}))
+                self.assertIsNone(compiled)
+                ((path, message),) = problems
+                self.assertEqual(path, "properties.x.pattern")
+                self.assertTrue(message.startswith("a pattern this checker will not run: "), message)
+
+    def test_everyday_patterns_load(self) -> None:
+        for pattern in EVERYDAY:
+            with self.subTest(pattern):
+                self.assertEqual(compile_schema(TOOL, under_x({"pattern": pattern}))[1], [])
+
+    def test_a_pattern_too_intricate_to_tell_is_refused_not_waited_for(self) -> None:
+        for pattern in ("((((((a{8}){8}){8}){8}){8}){8})", "a?" * 200 + "a" * 200):
+            with self.subTest(pattern[:20]):
+                _, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
+                self.assertIn("too intricate to tell that re matches it in bounded time", problems[0][1])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="()[]{}*+?|.^$\\-,0123aAbsdwW:=!<>P", max_size=16))
+    def test_any_pattern_loads_or_is_one_problem(self, pattern: str) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # re's, of a "[[" it reads as it always has
+            _, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
+        self.assertLessEqual(len(problems), 1)
+
+    def test_a_task_file_with_one_is_refused_before_any_agent_is_asked(self) -> None:
+        data = canonical_task_data()
+        tool = next(tool for tool in data["tools"] if tool["name"] == "imageman.asset.search")
+        tool["inputSchema"]["properties"]["query"]["pattern"] = "^(\\w+\\s?)+$"
+        data["checkArgs"] = "schema"
+        path = self.write_json("tasks.json", data)
+        _, stderr, code = run_cli(env=clean_env(EVAL_TASKS=path, EVAL_AGENT_URL="http://127.0.0.1:9/run"))
+        self.assertEqual(code, 2)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertIn(f"{path}: tools[", stderr)
+        self.assertIn(".inputSchema.properties.query.pattern: a pattern this checker will not run", stderr)
 
 
 # The generated schemas draw on small pools, so that a generated value often validates and often does not.
