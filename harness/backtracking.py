@@ -93,7 +93,7 @@ class _Automata:
     """The positions of one pattern (a character class each) and the automata of its parts."""
 
     def __init__(self) -> None:
-        self.classes: list[tuple[str, int, list[int]]] = []  # each position's: source, flags, the code points it names
+        self.classes: list[tuple[str, list[int], int]] = []  # each position's: source, the code points it names, flags
         self.masks: list[int] = []  # each position's: which of the telling characters it matches, as bits
         self.lookarounds: list[Part] = []
         self.backreference = False
@@ -138,7 +138,7 @@ class _Automata:
     def classify(self) -> None:
         """Each position's mask over the characters that tell: the probes, and every named code point and those
         beside it (two classes that share a character share one of these)."""
-        named = {code + step for _, _, codes in self.classes for code in codes for step in (-1, 0, 1)}
+        named = {code + step for _, codes, _ in self.classes for code in codes for step in (-1, 0, 1)}
         near = {chr(code) for code in named if 0 <= code < 0x110000}
         telling = sorted(set(PROBES) | near | {char.swapcase() for char in near})
         masks: dict[tuple[str, int], int] = {}

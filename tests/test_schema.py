@@ -449,6 +449,7 @@ CATASTROPHIC = [
     r"(.*a){12}",
     r"^(?=(a+)+$)",
     r"^(a+)\1$",
+    "^([\u0400-\u0450]x?|[\u0440-\u0460]y?)+$",  # two classes that share only characters no probe is
 ]
 # Patterns tool schemas carry (identifiers, dates, e-mail addresses, URLs, versions, Pydantic's decimals and durations,
 # base64), and those of this suite: each loads.
