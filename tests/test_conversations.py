@@ -17,7 +17,7 @@ from harness.running import run_task
 from harness.scoring import score
 from harness.taskfile import load_task_file
 from harness.text import calls_text
-from tests.providers import openai_completion
+from tests.providers import anthropic_message, openai_completion
 from tests.support import (
     CANONICAL_TASKS,
     DATA,
@@ -456,7 +456,7 @@ class HalfAnEmoji(TempDirTestCase):
     conversation goes on with it, every task runs, and every report is valid UTF-8 with the half shown escaped."""
 
     def test_every_backend_carries_it_and_every_task_runs(self) -> None:
-        for backend in ("http", "command", "openai"):
+        for backend in ("http", "command", "openai", "anthropic"):
             with self.subTest(backend):
                 self.run_with(backend)
 
@@ -466,7 +466,8 @@ class HalfAnEmoji(TempDirTestCase):
         env = clean_env(EVAL_BACKEND=backend, EVAL_TASKS=self.write_json("tasks.json", data), EVAL_CONCURRENCY="1")
         said = {"text": f"Searching {CUT}", "toolCall": {"name": SEARCH, "args": {"query": CUT}}}
         # A model is asked again with the search's result; an agent that runs its own tools answers turn 2 at once.
-        replies = [said, {"text": f"Found {CUT}"}, *([{"text": "No others."}] if backend == "openai" else [])]
+        models = backend in ("openai", "anthropic")
+        replies = [said, {"text": f"Found {CUT}"}, *([{"text": "No others."}] if models else [])]
         replies.append({"toolCall": {"name": SEARCH, "args": {"query": "logos"}}})
         if backend == "command":
             script = os.path.join(self.tmp, "replies")
@@ -477,8 +478,9 @@ class HalfAnEmoji(TempDirTestCase):
             env["EVAL_AGENT_CMD"] = f"{sys.executable} -S {agent} replay {received} {script}"
         else:
             fake = self.serve(self.agent_replying(backend, replies))
-            where = {"http": {"EVAL_AGENT_URL": fake.url()}, "openai": {"OPENAI_BASE_URL": fake.url("/v1")}}
-            env.update(where[backend], **({"EVAL_MODEL": "m"} if backend == "openai" else {}))
+            where = {"http": "EVAL_AGENT_URL", "openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+            env[where[backend]] = fake.url({"http": "/run", "openai": "/v1", "anthropic": ""}[backend])
+            env.update({"EVAL_MODEL": "m"} if models else {})
         reports = ("--junit", "junit.xml", "--summary-md", "summary.md", "--html", "report.html")
         stdout, stderr, code = run_cli(*reports, env=env, cwd=self.tmp)
         self.assertEqual((stderr, code), ("", 1), stdout)
@@ -495,14 +497,14 @@ class HalfAnEmoji(TempDirTestCase):
         self.assertEqual(steps[0]["text"], f"Searching {CUT}")
 
     def agent_replying(self, backend: str, replies: list[dict[str, Any]]) -> Respond:
-        """An http agent, or an OpenAI-compatible model, that says each of `replies` in turn."""
+        """An http agent, or a provider's model, that says each of `replies` in turn."""
 
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             reply = replies.pop(0)
-            if backend == "openai":
+            if backend != "http":
                 call = reply.get("toolCall")
                 calls = [{"name": call["name"].replace(".", "_"), "args": call["args"]}] if call else []
-                reply = openai_completion(calls, reply.get("text"))
+                reply = (openai_completion if backend == "openai" else anthropic_message)(calls, reply.get("text"))
             send_json(handler, reply)
 
         return respond
