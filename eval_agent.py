@@ -9,14 +9,19 @@ from __future__ import annotations
 if __name__ == "__main__":
     # Ctrl-C or a signal while the harness is still starting: exit as an interrupted run does, without a traceback.
     # _signal is built in and loaded with the interpreter; importing signal first would take an interruptible 9 ms.
+    # The handler also leaves a mark, checked once the imports are done: an exception it raises while the interpreter
+    # compiles a module can be lost.
+    _stopped_while_starting = False
     try:
-        import _signal
+        import _signal  # type: ignore[import-not-found]
 
-        def _stopped_while_starting(signum: int, frame: object) -> None:
+        def _stop_while_starting(signum: int, frame: object) -> None:
+            global _stopped_while_starting
+            _stopped_while_starting = True
             raise SystemExit(130)
 
         for _signum in (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", _signal.SIGTERM)):
-            _signal.signal(_signum, _stopped_while_starting)
+            _signal.signal(_signum, _stop_while_starting)
     except KeyboardInterrupt:  # a Ctrl-C before the handlers were in place
         raise SystemExit(130) from None
 
@@ -39,7 +44,7 @@ from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, dry_run_lines, say
 from harness.results import Spool, baseline_record, load_results, partial, results_document, task_entry
-from harness.running import InTaskOrder, run_jobs
+from harness.running import INTERRUPTED, InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.taskfile import load_task_file
@@ -87,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     prog = f"eval_agent {name}" if name else "eval_agent"
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in STOP_SIGNALS:
+    for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, _interrupt)
     try:
         if name is None:
@@ -259,10 +263,13 @@ def _complain(line: str) -> None:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    INTERRUPTED.set()  # heard by the run's loop too, should the exception be lost in an import
     raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
+    if _stopped_while_starting:
+        raise SystemExit(EXIT_INTERRUPTED)
     try:
         exit_code = main()
     except KeyboardInterrupt:  # a second Ctrl-C, after main() had decided

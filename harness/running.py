@@ -14,6 +14,10 @@ from harness.scoring import score
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
+WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
+# Set by the run's signal handlers besides the KeyboardInterrupt they raise, which is lost when it comes while the
+# interpreter compiles a module it imports: a run must not go on, or wait for ever, after a Ctrl-C it did not hear.
+INTERRUPTED = threading.Event()
 
 
 def run_task(backend: Backend, task: Task, secrets: Secrets = NO_SECRETS, hidden: Secrets = NO_SECRETS) -> Result:
@@ -90,6 +94,8 @@ def run_jobs(
                 break
     except (KeyboardInterrupt, Exception) as exc:
         stop = exc
+    if stop is None and INTERRUPTED.is_set():
+        stop = KeyboardInterrupt()
     for index in sorted(finished):
         on_result(finished[index])
     return stop
@@ -126,7 +132,14 @@ def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency:
         threading.Thread(target=worker, daemon=True).start()
     try:
         for _ in tasks:
-            index, outcome = done.get()
+            # Waited for in short spells, so that a Ctrl-C whose exception was lost is heard all the same.
+            while True:
+                try:
+                    index, outcome = done.get(timeout=WAIT_SPELL)
+                    break
+                except queue.Empty:
+                    if INTERRUPTED.is_set():
+                        raise KeyboardInterrupt from None
             if isinstance(outcome, BaseException):
                 raise outcome
             yield index, outcome
