@@ -19,6 +19,14 @@ class Sample:
     count: int = 0
 
 
+@record(kw_only=True)
+class Declared:
+    """A record whose fields are given by name only."""
+
+    name: str
+    help: str = ""
+
+
 class Records(unittest.TestCase):
     def test_a_record_is_frozen_compares_and_hashes_by_its_fields_and_has_no_dict(self) -> None:
         one = Sample("a", count=2)
@@ -45,6 +53,14 @@ class Records(unittest.TestCase):
             replace(one, colour="red")
         with self.assertRaises(TypeError):
             Sample()  # type: ignore[call-arg]
+
+    def test_a_keyword_only_record_takes_its_fields_by_name_and_refuses_them_by_position(self) -> None:
+        self.assertEqual(Declared(help="h", name="n"), Declared(name="n", help="h"))
+        self.assertEqual(repr(Declared(name="n")), "Declared(name='n', help='')")
+        with self.assertRaises(TypeError):
+            Declared("n")  # type: ignore[misc]
+        with self.assertRaises(TypeError):
+            Declared(name="n", colour="red")  # type: ignore[call-arg]
 
 
 if __name__ == "__main__":
