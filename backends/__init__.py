@@ -27,11 +27,13 @@ class BackendClass(Protocol):
     """What the registry needs of a backend: its name, its settings, how to read them, and how to make one."""
 
     NAME: str
-    SETTINGS: Sequence[Setting]
+
+    @property
+    def SETTINGS(self) -> Sequence[Setting]: ...  # a class's tuple, read and never set
 
     def configure(self, sources: Sources) -> Any: ...
 
-    def __call__(self, settings: Any, surface: AgentSurface, run_id: str, hidden: Secrets = ...) -> Backend: ...
+    def __call__(self, settings: Any, surface: AgentSurface, run_id: str, *, hidden: Secrets = ...) -> Backend: ...
 
 
 BACKENDS: dict[str, BackendClass] = {

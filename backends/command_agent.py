@@ -122,7 +122,8 @@ class CommandAgentBackend:
                 raise BackendError(
                     "reply:command-start", f"cannot start {self.argv[0]}: {exc.strerror or exc}"
                 ) from None
-            stdout, stderr, too_large = bytearray(), deque(maxlen=STDERR_LINES), threading.Event()
+            stderr: deque[bytes] = deque(maxlen=STDERR_LINES)
+            stdout, too_large = bytearray(), threading.Event()
             readers = [
                 threading.Thread(
                     target=_read_capped, args=(proc.stdout, stdout, self.max_output_bytes, too_large, proc), daemon=True

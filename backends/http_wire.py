@@ -212,7 +212,8 @@ class Connection:
         return Response(int(code), (reason or b"").decode("latin-1").strip(), version.decode(), headers, b"")
 
     def _read_chunked(self, status: int, deadline: float, limit: int) -> bytes:
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             header = CHUNK_HEADER.fullmatch(self._read_line(deadline))
             if header is None:

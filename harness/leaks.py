@@ -71,7 +71,8 @@ class Secrets:
         """The text's first `size` characters masked; a secret that starts among them is masked whole."""
         if self.pattern is None:
             return text[:size]
-        parts, at = [], 0
+        parts: list[str] = []
+        at = 0
         for found in self.pattern.finditer(text, 0, size + self.longest):
             if found.start() >= size:
                 break

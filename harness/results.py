@@ -225,7 +225,7 @@ def explaining_trial(trials: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def _trial_entry(result: Result) -> dict[str, Any]:
     reply = result.reply
-    entry = {
+    entry: dict[str, Any] = {
         "status": result.outcome.status,
         "code": result.outcome.code,
         "reason": result.outcome.reason,
@@ -326,7 +326,7 @@ def results_document(
     started_at: str,
     duration_ms: float,
     summary: Summary,
-    tasks: Sequence[dict[str, Any]] | Spool,
+    tasks: Sequence[Mapping[str, Any]] | Spool,
     interrupted: bool,
     not_run: Sequence[str],
     baseline: Mapping[str, Any] | None = None,

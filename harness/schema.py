@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sized
 from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote
@@ -315,7 +315,7 @@ def _multiple_of(step: Any, value: Any, path: str, *_: Any) -> Problem | None:
     return path, f"expected a multiple of {_shown(step)}, got {_shown(value)}"
 
 
-def _length(most: bool, unit: str, of: type) -> Callable[..., Problem | None]:
+def _length(most: bool, unit: str, of: type[Sized]) -> Callable[..., Problem | None]:
     def checker(limit: int, value: Any, path: str, *_: Any) -> Problem | None:
         if not isinstance(value, of) or (len(value) <= limit if most else len(value) >= limit):
             return None

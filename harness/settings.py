@@ -192,7 +192,7 @@ def add_settings(parser: ArgumentParser, title: str, groups: Mapping[str, Sequen
             group.add_argument(flag, action="store_true", default=None, help=help_text)
         else:
             group.add_argument(
-                flag, metavar=item.setting.metavar, action="append" if item.setting.many else None, help=help_text
+                flag, metavar=item.setting.metavar, action="append" if item.setting.many else "store", help=help_text
             )
 
 

@@ -204,9 +204,9 @@ def sha256_hex(data: bytes) -> str:
 
 
 try:
-    from _sha2 import sha256 as _sha256  # Python >= 3.12
+    from _sha2 import sha256 as _sha256  # type: ignore[import-not-found]  # Python >= 3.12 (typeshed has no stub)
 except ImportError:
     try:
-        from _sha256 import sha256 as _sha256  # Python 3.10, 3.11
+        from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # Python 3.10, 3.11
     except ImportError:
         from hashlib import sha256 as _sha256

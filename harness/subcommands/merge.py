@@ -208,9 +208,9 @@ def _baseline(recorded: Any, given: str | None, first_path: str) -> tuple[str, d
     elif recorded is None:
         return None
     else:
-        path = recorded.get("path") if isinstance(recorded, dict) else None
-        if not isinstance(path, str):
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("path"), str):
             raise ConfigError(f"{first_path}: baseline.path: expected a string")
+        path = recorded["path"]
         try:
             sha256 = file_sha256(path)
         except ConfigError as exc:
