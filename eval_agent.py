@@ -42,7 +42,7 @@ from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
 from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
 from harness.reporters import publish, unreachable_reason
-from harness.reporters.console import Console, Progress, dry_run_lines, say
+from harness.reporters.console import Console, Progress, dry_run_lines, plan_line, say
 from harness.results import Spool, baseline_record, load_results, partial, results_document, task_entry
 from harness.running import INTERRUPTED, InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
@@ -153,12 +153,7 @@ def run(argv: Sequence[str]) -> int:
     compared_with = baseline_record(config.baseline_path, baseline) if config.baseline_path and baseline else None
 
     settings = backend.describe()
-    plan = f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}"
-    plan += f" × {config.runs} runs" if config.runs > 1 else ""
-    plan += f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else ""
-    plan += f" on backend {backend_name}" + (f" at {settings['url']}" if "url" in settings else "")
-    plan += f" ({backend.CAVEAT})" if getattr(backend, "CAVEAT", "") else ""
-    plan = hidden.mask(plan)
+    plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
     if config.dry_run:
         for line in dry_run_lines(plan, config, tasks, settings):
             say(hidden.mask(line))
@@ -178,16 +173,17 @@ def run(argv: Sequence[str]) -> int:
     entries = Spool(config.outputs.results)
     tallies = Tallies()
     briefs: list[dict[str, Any]] = []
-    first: list[dict[str, Any]] = []  # the first task's entry: says why, when nothing reached the agent
+    first: dict[str, Any] | None = None  # the first task's entry: says why, when nothing reached the agent
 
     def on_task(task: Task, trials: Sequence[Result]) -> None:
+        nonlocal first
         entry = task_entry(task, trials)
         if hidden:  # what the task says may hold what its placeholders expanded; the trials are masked already
             entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
         console.task(entry)
         entries.add(entry)
-        if not first:
-            first.append(entry)
+        if first is None:
+            first = entry
         tallies.append(tally(entry))
         if baseline is not None:
             briefs.append({key: value for key, value in entry.items() if key != "trialResults"})
@@ -247,7 +243,8 @@ def run(argv: Sequence[str]) -> int:
     if isinstance(stop, Exception):
         raise stop  # recorded in the results; the boundary says it and exits 4
     if summary.exit_code == EXIT_UNREACHABLE:
-        raise Unreachable(unreachable_reason(manifest, first[0]))
+        assert first is not None  # a verdict of unreachable counts at least one task
+        raise Unreachable(unreachable_reason(manifest, first))
     if summary.exit_code == EXIT_INTERRUPTED:
         _complain(f"eval_agent: interrupted after {in_task_order.count} of {len(jobs)} trials")
     return summary.exit_code

@@ -40,6 +40,18 @@ class StubRun(TempDirTestCase):
         self.assertIn("imageman.asset.get(assetId)", task_lines[2])
         self.assertIn("(refused)", task_lines[9])
 
+    def test_the_plan_line_says_the_runs_the_shard_and_the_backend(self) -> None:
+        stdout, stderr, code = run_cli("--dry-run", "--runs", "2", "--shard", "1/2", cwd=self.tmp)
+        self.assertEqual(
+            (stdout.splitlines()[0], stderr, code),
+            (
+                f"dry run: 5 of 10 tasks from {CANONICAL_TASKS} × 2 runs (shard 1/2) on backend stub"
+                " (canned replies: this proves the wiring, not an agent)",
+                "",
+                0,
+            ),
+        )
+
     def test_results_file_holds_every_documented_field(self) -> None:
         run_cli(cwd=self.tmp)
         doc = self.read_json("eval-results.json")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from harness.config import Config
-from harness.records import Task
+from harness.records import Task, TaskFile
 from harness.results import explaining_trial
 from harness.text import calls_text, count, millis, printable
 
@@ -38,6 +38,27 @@ def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     if entry["status"] != "pass":
         line += f"  {entry['code']}: {entry['reason']}"
     return line + ("  (flaky)" if entry["flaky"] else "")
+
+
+def plan_line(
+    config: Config,
+    tasks: Sequence[Task],
+    task_file: TaskFile,
+    backend: str,
+    settings: Mapping[str, Any],
+    caveat: str,
+) -> str:
+    """`3 of 10 tasks from eval-tasks.json × 2 runs (shard 1/2) on backend http at URL`: what a run sends, and where."""
+    return "".join(
+        [
+            f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}",
+            f" × {config.runs} runs" if config.runs > 1 else "",
+            f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else "",
+            f" on backend {backend}",
+            f" at {settings['url']}" if "url" in settings else "",
+            f" ({caveat})" if caveat else "",
+        ]
+    )
 
 
 def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Mapping[str, Any]) -> list[str]:
