@@ -8,11 +8,12 @@ VPY := $(VENV)/bin/python
 eval:
 	@$(PYTHON) eval_agent.py
 
-## test: install the test-only tools into .venv if missing, lint, then run every test
+## test: install the test-only tools into .venv if missing, lint, type-check, then run every test
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/vermin -q --no-tips --violations --target=3.10- --exclude-regex '(^|/)\.venv/' .
+	$(VENV)/bin/mypy
 	@# The tests start the CLI in many subprocesses: compile it once here, not in each (PYTHONDONTWRITEBYTECODE may be set).
 	$(VPY) -m compileall -q harness backends tests
 	$(VPY) -m tests.parallel $(if $(VERBOSE),-v,)
@@ -27,4 +28,4 @@ $(VENV)/.installed: requirements-test.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) dist eval-results.json
+	rm -rf $(VENV) dist eval-results.json .mypy_cache

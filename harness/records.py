@@ -145,7 +145,7 @@ def replace(obj: R, **changes: Any) -> R:
 
 def fields(cls: type) -> tuple[str, ...]:
     """A record class's field names, in order."""
-    return cls.__record_fields__  # type: ignore[attr-defined, no-any-return]
+    return cls.__record_fields__  # type: ignore[attr-defined]
 
 
 class ConfigError(Exception):
