@@ -41,9 +41,9 @@ BACKENDS: dict[str, BackendClass] = {
     for backend in (StubBackend, HttpAgentBackend, OpenAIChatBackend, AnthropicMessagesBackend, CommandAgentBackend)
 }
 BACKEND = Setting(
-    "EVAL_BACKEND",
-    "--backend",
-    f"where prompts go: {', '.join(list(BACKENDS)[:-1])} or {list(BACKENDS)[-1]}",
+    var="EVAL_BACKEND",
+    flag="--backend",
+    help=f"where prompts go: {', '.join(list(BACKENDS)[:-1])} or {list(BACKENDS)[-1]}",
     metavar="NAME",
     shown="the one whose settings are given, else stub",
 )

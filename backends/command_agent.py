@@ -45,7 +45,11 @@ def command_line(text: str, where: str) -> tuple[str, ...]:
 
 
 AGENT_CMD = Setting(
-    "EVAL_AGENT_CMD", "--agent-cmd", "the agent's command line, split like a shell", command_line, metavar="COMMAND"
+    var="EVAL_AGENT_CMD",
+    flag="--agent-cmd",
+    help="the agent's command line, split like a shell",
+    read=command_line,
+    metavar="COMMAND",
 )
 
 

@@ -22,9 +22,19 @@ from harness.records import AgentRequest, AgentSurface, BackendError, ConfigErro
 from harness.settings import Setting, Sources
 
 AGENT_URL = Setting(
-    "EVAL_AGENT_URL", "--agent-url", "the agent's full endpoint, POSTed to as given", http_url, metavar="URL"
+    var="EVAL_AGENT_URL",
+    flag="--agent-url",
+    help="the agent's full endpoint, POSTed to as given",
+    read=http_url,
+    metavar="URL",
 )
-TOKEN = Setting("EVAL_AGENT_TOKEN", None, "the token, sent in an Authorization: Bearer header", credential, secret=True)
+TOKEN = Setting(
+    var="EVAL_AGENT_TOKEN",
+    flag=None,
+    help="the token, sent in an Authorization: Bearer header",
+    read=credential,
+    secret=True,
+)
 
 
 @record

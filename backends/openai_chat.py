@@ -25,12 +25,12 @@ from harness.text import blank
 # A completion that stopped for these before any tool call was cut short: no answer, not a refusal.
 CUT_SHORT = ("length", "content_filter")
 MAX_TOKENS_FIELD = Setting(
-    "EVAL_MAX_TOKENS_FIELD",
-    "--max-tokens-field",
-    "the name the server knows the token limit by: max_completion_tokens, or max_tokens for older servers",
-    choice("max_completion_tokens", "max_tokens"),
-    "max_completion_tokens",
-    "NAME",
+    var="EVAL_MAX_TOKENS_FIELD",
+    flag="--max-tokens-field",
+    help="the name the server knows the token limit by: max_completion_tokens, or max_tokens for older servers",
+    read=choice("max_completion_tokens", "max_tokens"),
+    default="max_completion_tokens",
+    metavar="NAME",
 )
 
 

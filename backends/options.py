@@ -26,31 +26,43 @@ def request_fields(text: str, where: str) -> dict[str, Any]:
 
 
 TIMEOUT = Setting(
-    "EVAL_TIMEOUT",
-    "--timeout",
-    "the longest one request may take, all of it, in seconds",
-    number(float, 0.001, 3600.0),
-    60.0,
-    "SECONDS",
+    var="EVAL_TIMEOUT",
+    flag="--timeout",
+    help="the longest one request may take, all of it, in seconds",
+    read=number(float, 0.001, 3600.0),
+    default=60.0,
+    metavar="SECONDS",
     shown="60",
 )
 RETRIES = Setting(
-    "EVAL_RETRIES",
-    "--retries",
-    "retries after the first attempt of a connection error, timeout, 429, 502, 503, 504",
-    number(int, 0, 10),
-    2,
-    "N",
+    var="EVAL_RETRIES",
+    flag="--retries",
+    help="retries after the first attempt of a connection error, timeout, 429, 502, 503, 504",
+    read=number(int, 0, 10),
+    default=2,
+    metavar="N",
 )
 MAX_RESPONSE_BYTES = Setting(
-    "EVAL_MAX_RESPONSE_BYTES",
-    "--max-response-bytes",
-    "the largest reply read, in bytes",
-    number(int, 1, 2**40),
-    10 * 1024 * 1024,
-    "N",
+    var="EVAL_MAX_RESPONSE_BYTES",
+    flag="--max-response-bytes",
+    help="the largest reply read, in bytes",
+    read=number(int, 1, 2**40),
+    default=10 * 1024 * 1024,
+    metavar="N",
 )
-HEADERS = Setting("EVAL_AGENT_HEADERS", None, "a JSON object of extra request headers", headers, {}, secret=True)
+HEADERS = Setting(
+    var="EVAL_AGENT_HEADERS",
+    flag=None,
+    help="a JSON object of extra request headers",
+    read=headers,
+    default={},
+    secret=True,
+)
 REQUEST_FIELDS = Setting(
-    "EVAL_AGENT_BODY", "--agent-body", "a JSON object merged into every request body", request_fields, {}, "JSON"
+    var="EVAL_AGENT_BODY",
+    flag="--agent-body",
+    help="a JSON object merged into every request body",
+    read=request_fields,
+    default={},
+    metavar="JSON",
 )

@@ -17,15 +17,20 @@ from harness.settings import Setting, Sources, number
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
-MODEL = Setting("EVAL_MODEL", "--model", "the model (required)", metavar="NAME")
+MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
 MAX_TOKENS = Setting(
-    "EVAL_MAX_TOKENS", "--max-tokens", "the most tokens a reply may have", number(int, 1, 1_000_000), 1024, "N"
+    var="EVAL_MAX_TOKENS",
+    flag="--max-tokens",
+    help="the most tokens a reply may have",
+    read=number(int, 1, 1_000_000),
+    default=1024,
+    metavar="N",
 )
 TEMPERATURE = Setting(
-    "EVAL_TEMPERATURE",
-    "--temperature",
-    "sampling temperature, 0-2",
-    number(float, 0.0, 2.0),
+    var="EVAL_TEMPERATURE",
+    flag="--temperature",
+    help="sampling temperature, 0-2",
+    read=number(float, 0.0, 2.0),
     metavar="T",
     shown="openai 0, anthropic unset",
 )
@@ -34,13 +39,20 @@ TEMPERATURE = Setting(
 def base_url(var: str, default: str) -> Setting:
     """A provider's base URL: its own variable, the flag both providers share."""
     return Setting(
-        var, "--base-url", "the API's base URL", http_url, default, "URL", shown="the provider's own", ambient=True
+        var=var,
+        flag="--base-url",
+        help="the API's base URL",
+        read=http_url,
+        default=default,
+        metavar="URL",
+        shown="the provider's own",
+        ambient=True,
     )
 
 
 def api_key(var: str) -> Setting:
     """A provider's API key, from its own variable only."""
-    return Setting(var, None, "the API key", credential, secret=True, ambient=True)
+    return Setting(var=var, flag=None, help="the API key", read=credential, secret=True, ambient=True)
 
 
 @record

@@ -75,69 +75,92 @@ def text_file(path: str, where: str) -> str:
 
 
 GATE = Setting(
-    "EVAL_GATE", "--gate", "minimum pass-rate in percent, 0-100, decimals allowed", percentage, Decimal(80), "PERCENT"
+    var="EVAL_GATE",
+    flag="--gate",
+    help="minimum pass-rate in percent, 0-100, decimals allowed",
+    read=percentage,
+    default=Decimal(80),
+    metavar="PERCENT",
 )
 TASKS = Setting(
-    "EVAL_TASKS",
-    "--tasks",
-    "the task file",
+    var="EVAL_TASKS",
+    flag="--tasks",
+    help="the task file",
     default=DEFAULT_TASKS,
     metavar="FILE",
     shown="eval-tasks.json beside eval_agent.py (for eval_agent.pyz: in the working directory)",
 )
 RESULTS = Setting("EVAL_RESULTS", "--out", "the results file", default="eval-results.json", metavar="FILE")
 SYSTEM_PROMPT = Setting(
-    "EVAL_SYSTEM_PROMPT_FILE",
-    "--system-prompt-file",
-    "the agent's system prompt, which the provider backends send, instead of the task file's",
-    text_file,
+    var="EVAL_SYSTEM_PROMPT_FILE",
+    flag="--system-prompt-file",
+    help="the agent's system prompt, which the provider backends send, instead of the task file's",
+    read=text_file,
     metavar="FILE",
 )
 MAX_TASK_FILE_BYTES = Setting(
-    MAX_BYTES_VAR,
-    "--max-task-file-bytes",
-    "the largest task file read, in bytes",
-    number(int, 1, 2**40),
-    MAX_BYTES,
-    "N",
+    var=MAX_BYTES_VAR,
+    flag="--max-task-file-bytes",
+    help="the largest task file read, in bytes",
+    read=number(int, 1, 2**40),
+    default=MAX_BYTES,
+    metavar="N",
 )
-CONCURRENCY = Setting("EVAL_CONCURRENCY", "--concurrency", "tasks in flight at once", number(int, 1, 256), 4, "N")
-RUNS = Setting("EVAL_RUNS", "--runs", "trials of every task, for pass^k and flakiness", number(int, 1, 100), 1, "N")
+CONCURRENCY = Setting(
+    var="EVAL_CONCURRENCY",
+    flag="--concurrency",
+    help="tasks in flight at once",
+    read=number(int, 1, 256),
+    default=4,
+    metavar="N",
+)
+RUNS = Setting(
+    var="EVAL_RUNS",
+    flag="--runs",
+    help="trials of every task, for pass^k and flakiness",
+    read=number(int, 1, 100),
+    default=1,
+    metavar="N",
+)
 GATE_ON = Setting(
-    "EVAL_GATE_ON",
-    "--gate-on",
-    "what the gate applies to: trials (the trial pass-rate) or pass-all (pass^N)",
-    choice("trials", "pass-all"),
-    "trials",
-    "WHAT",
+    var="EVAL_GATE_ON",
+    flag="--gate-on",
+    help="what the gate applies to: trials (the trial pass-rate) or pass-all (pass^N)",
+    read=choice("trials", "pass-all"),
+    default="trials",
+    metavar="WHAT",
 )
 TASK_GLOBS = Setting(
-    "EVAL_TASK_GLOB",
-    "--task",
-    "run only tasks whose id matches; repeatable (the variable: comma-separated)",
-    globs,
-    (),
-    "GLOB",
+    var="EVAL_TASK_GLOB",
+    flag="--task",
+    help="run only tasks whose id matches; repeatable (the variable: comma-separated)",
+    read=globs,
+    default=(),
+    metavar="GLOB",
     many=True,
 )
 CATEGORY_GLOBS = Setting(
-    "EVAL_CATEGORY_GLOB",
-    "--category",
-    "run only tasks whose category matches; repeatable (the variable: comma-separated)",
-    globs,
-    (),
-    "GLOB",
+    var="EVAL_CATEGORY_GLOB",
+    flag="--category",
+    help="run only tasks whose category matches; repeatable (the variable: comma-separated)",
+    read=globs,
+    default=(),
+    metavar="GLOB",
     many=True,
 )
 SHARD = Setting(
-    "EVAL_SHARD", "--shard", "run the K-th of N deterministic slices of the selected tasks", shard, metavar="K/N"
+    var="EVAL_SHARD",
+    flag="--shard",
+    help="run the K-th of N deterministic slices of the selected tasks",
+    read=shard,
+    metavar="K/N",
 )
 DRY_RUN = Setting(
-    "EVAL_DRY_RUN",
-    "--dry-run",
-    "check the task file and settings, list what would run, send nothing",
-    switch,
-    False,
+    var="EVAL_DRY_RUN",
+    flag="--dry-run",
+    help="check the task file and settings, list what would run, send nothing",
+    read=switch,
+    default=False,
     shown="off; 1 is on",
     switch=True,
 )
@@ -146,10 +169,18 @@ HTML = Setting("EVAL_HTML", "--html", "also write the HTML report, one self-cont
 SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown summary", metavar="FILE")
 STEP_SUMMARY = Setting("GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)")
 BASELINE = Setting(
-    "EVAL_BASELINE", "--baseline", "compare with this results file and fail on any regression", metavar="FILE"
+    var="EVAL_BASELINE",
+    flag="--baseline",
+    help="compare with this results file and fail on any regression",
+    metavar="FILE",
 )
 MCP_HEADERS = Setting(
-    "EVAL_MCP_HEADERS", None, "a JSON object of headers for every request to --mcp-url", headers, {}, secret=True
+    var="EVAL_MCP_HEADERS",
+    flag=None,
+    help="a JSON object of headers for every request to --mcp-url",
+    read=headers,
+    default={},
+    secret=True,
 )
 RUN_SETTINGS = (
     GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import tempfile
 import unittest
 
 from tests.support import ROOT
@@ -112,6 +113,55 @@ class Imports(unittest.TestCase):
                 with self.subTest(module):
                     self.assertLessEqual({name for name in imported if name.startswith("harness")}, FOR_BACKENDS)
                     self.assertNotIn("eval_agent", imported)
+
+
+# Moving to harness/reporters/, where each report declares its own (issue 22); there they are checked like the rest.
+REPORT_SETTINGS_MOVING = {
+    f"harness.config.{name}" for name in ("RESULTS", "JUNIT", "HTML", "SUMMARY_MD", "STEP_SUMMARY")
+}
+
+
+def positional_settings(path: str, module: str) -> list[str]:
+    """`harness.config.GATE` (or `module:line` where it is not assigned to a name) for every Setting(...) call in a
+    module that gives an argument by position."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    named = {
+        id(node.value): f"{module}.{node.targets[0].id}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    return [
+        named.get(id(node), f"{module}:{node.lineno}")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "Setting"
+        and node.args
+    ]
+
+
+class Declarations(unittest.TestCase):
+    def test_every_setting_is_declared_with_keywords(self) -> None:
+        found = [
+            name
+            for module, path in project_modules().items()
+            for name in positional_settings(path, module)
+            if name not in REPORT_SETTINGS_MOVING
+        ]
+        self.assertEqual(found, [], "Setting(var=..., flag=..., help=...), each argument by its name")
+
+    def test_the_check_sees_a_positional_setting_wherever_it_is(self) -> None:
+        source = (
+            'GATE = Setting("EVAL_GATE", "--gate", help="h")\n'
+            'def api_key(var):\n    return settings.Setting(var=var, flag=None, help="k", read=str, default=None)\n'
+            'TOKEN = Setting(var="T", flag=None, help="t", secret=True)\n'
+            'def made():\n    return Setting("V", flag=None, help="v")\n'
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "module.py")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(source)
+            self.assertEqual(positional_settings(path, "m"), ["m.GATE", "m:6"])
 
 
 if __name__ == "__main__":
