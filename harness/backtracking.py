@@ -19,7 +19,7 @@ from typing import Any
 
 try:  # the parser re itself compiles with; public as sre_parse before 3.11, which warns of it since
     from re import _constants as _sre  # type: ignore[attr-defined]
-    from re import _parser as _sre_parse
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
@@ -192,7 +192,8 @@ def _class_source(op: Any, arg: Any) -> tuple[str, list[int]]:
     if op is _sre.ANY:
         return ".", []
     if op is _sre.IN:
-        parts, ends = [], []
+        parts: list[str] = []
+        ends: list[int] = []
         for kind, value in arg:
             if kind is _sre.NEGATE:
                 parts.insert(0, "^")
