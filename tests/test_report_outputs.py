@@ -1,0 +1,87 @@
+"""Where merge, compare and report write: as a run, never over a file they read, never two reports to one file."""
+
+from __future__ import annotations
+
+import os
+
+from tests.support import TempDirTestCase, clean_env, run_cli
+
+
+class SubcommandOutputs(TempDirTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        for k in (1, 2):
+            run_cli("--shard", f"{k}/2", "--out", f"s{k}.json", cwd=self.tmp)
+        run_cli("--out", "base.json", cwd=self.tmp)
+        run_cli("--out", "cand.json", cwd=self.tmp)
+
+    def contents(self) -> dict[str, bytes]:
+        """Every file in the temporary folder, by name, as it is now."""
+        found = {}
+        for name in sorted(os.listdir(self.tmp)):
+            with open(os.path.join(self.tmp, name), "rb") as f:
+                found[name] = f.read()
+        return found
+
+    def test_an_output_over_an_input_or_another_output_is_one_line_and_exit_2_with_nothing_written(self) -> None:
+        cases = [
+            (
+                ("merge", "s1.json", "s2.json", "--out", "m.json", "--junit", "m.json"),
+                {},
+                "eval_agent merge: error: --junit: m.json is also --out; each report needs a file of its own",
+            ),
+            (
+                ("merge", "s1.json", "s2.json", "--out", "s1.json"),
+                {},
+                "eval_agent merge: error: --out: s1.json is a shard (RESULTS); merge never writes over what it reads",
+            ),
+            (
+                ("merge", "s1.json", "s2.json", "--out", "m.json", "--html", "s2.json"),
+                {},
+                "eval_agent merge: error: --html: s2.json is a shard (RESULTS); merge never writes over what it reads",
+            ),
+            (
+                ("merge", "s1.json", "s2.json", "--out", "m.json", "--baseline", "base.json", "--summary-md", "base.json"),
+                {},
+                "eval_agent merge: error: --summary-md: base.json is the baseline (--baseline); merge never writes over"
+                " what it reads",
+            ),
+            (
+                ("merge", "s1.json", "s2.json", "--out", "m.json"),
+                {"GITHUB_STEP_SUMMARY": "s1.json"},
+                "eval_agent merge: error: GITHUB_STEP_SUMMARY: s1.json is a shard (RESULTS); merge never writes over"
+                " what it reads",
+            ),
+            (
+                ("compare", "base.json", "cand.json", "--out", "cand.json"),
+                {},
+                "eval_agent compare: error: --out: cand.json is the candidate (CANDIDATE); compare never writes over"
+                " what it reads",
+            ),
+            (
+                ("compare", "base.json", "cand.json", "--out", "./base.json"),
+                {},
+                "eval_agent compare: error: --out: ./base.json is the baseline (BASELINE); compare never writes over"
+                " what it reads",
+            ),
+            (
+                ("report", "cand.json", "--baseline", "base.json", "-o", "base.json"),
+                {},
+                "eval_agent report: error: -o: base.json is the baseline (--baseline); report never writes over what"
+                " it reads",
+            ),
+        ]
+        for args, env, line in cases:
+            with self.subTest(args=args, env=env):
+                before = self.contents()
+                self.assertEqual(run_cli(*args, env=clean_env(**env), cwd=self.tmp), ("", line + "\n", 2))
+                self.assertEqual(self.contents(), before)
+
+    def test_merge_and_compare_still_write_every_report_asked_for(self) -> None:
+        _, stderr, code = run_cli(
+            "merge", "s1.json", "s2.json", "--out", "m.json", "--junit", "m.xml", "--html", "m.html", cwd=self.tmp
+        )
+        self.assertEqual((stderr, code), ("", 0))
+        _, stderr, code = run_cli("compare", "base.json", "cand.json", "--out", "cmp.json", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertLessEqual({"m.json", "m.xml", "m.html", "cmp.json"}, set(os.listdir(self.tmp)))
