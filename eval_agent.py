@@ -205,7 +205,7 @@ def run(argv: Sequence[str]) -> int:
 
     comparison = None
     if baseline is not None:
-        from harness.subcommands.compare import compare, render
+        from harness.comparison import compare, render
 
         comparison = compare(
             baseline, {"manifest": manifest, "runs": config.runs, "results": briefs, "notRun": not_run}

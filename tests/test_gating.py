@@ -8,10 +8,10 @@ import unittest
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.comparison import classify, fisher_exact
 from harness.records import ConfigError
 from harness.results import load_results
 from harness.subcommands import compare, merge
-from harness.subcommands.compare import classify, fisher_exact
 from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 
 

@@ -9,9 +9,9 @@ from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.comparison import classify, compare, render, significance_rule, significant_drop
 from harness.records import ConfigError
 from harness.subcommands import merge
-from harness.subcommands.compare import classify, compare, render, significance_rule, significant_drop
 from harness.text import sha256_hex
 from tests.support import Received, TempDirTestCase, canned, canonical_task_data, clean_env, run_cli, send_json
 

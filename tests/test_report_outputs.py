@@ -6,6 +6,8 @@ import os
 
 from tests.support import TempDirTestCase, clean_env, run_cli
 
+MERGE = ("merge", "s1.json", "s2.json")
+
 
 class SubcommandOutputs(TempDirTestCase):
     def setUp(self) -> None:
@@ -26,28 +28,28 @@ class SubcommandOutputs(TempDirTestCase):
     def test_an_output_over_an_input_or_another_output_is_one_line_and_exit_2_with_nothing_written(self) -> None:
         cases = [
             (
-                ("merge", "s1.json", "s2.json", "--out", "m.json", "--junit", "m.json"),
+                (*MERGE, "--out", "m.json", "--junit", "m.json"),
                 {},
                 "eval_agent merge: error: --junit: m.json is also --out; each report needs a file of its own",
             ),
             (
-                ("merge", "s1.json", "s2.json", "--out", "s1.json"),
+                (*MERGE, "--out", "s1.json"),
                 {},
                 "eval_agent merge: error: --out: s1.json is a shard (RESULTS); merge never writes over what it reads",
             ),
             (
-                ("merge", "s1.json", "s2.json", "--out", "m.json", "--html", "s2.json"),
+                (*MERGE, "--out", "m.json", "--html", "s2.json"),
                 {},
                 "eval_agent merge: error: --html: s2.json is a shard (RESULTS); merge never writes over what it reads",
             ),
             (
-                ("merge", "s1.json", "s2.json", "--out", "m.json", "--baseline", "base.json", "--summary-md", "base.json"),
+                (*MERGE, "--out", "m.json", "--baseline", "base.json", "--summary-md", "base.json"),
                 {},
                 "eval_agent merge: error: --summary-md: base.json is the baseline (--baseline); merge never writes over"
                 " what it reads",
             ),
             (
-                ("merge", "s1.json", "s2.json", "--out", "m.json"),
+                (*MERGE, "--out", "m.json"),
                 {"GITHUB_STEP_SUMMARY": "s1.json"},
                 "eval_agent merge: error: GITHUB_STEP_SUMMARY: s1.json is a shard (RESULTS); merge never writes over"
                 " what it reads",

@@ -107,6 +107,12 @@ class Imports(unittest.TestCase):
                     outside = {name for name in imported if name.startswith("backends") or name == "eval_agent"}
                     self.assertEqual(outside, set())
 
+    def test_the_engine_imports_no_subcommand_a_subcommand_is_a_leaf(self) -> None:
+        for module, imported in self.graph.items():
+            if module.startswith("harness") and not module.startswith("harness.subcommands"):
+                with self.subTest(module):
+                    self.assertEqual({name for name in imported if name.startswith("harness.subcommands")}, set())
+
     def test_backends_take_from_the_engine_only_what_a_backend_needs(self) -> None:
         for module, imported in self.graph.items():
             if module.startswith("backends"):

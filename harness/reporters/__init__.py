@@ -12,7 +12,7 @@ from harness.results import Staged, commit, render_json, stage
 from harness.text import headline
 
 if TYPE_CHECKING:
-    from harness.subcommands.compare import Comparison
+    from harness.comparison import Comparison
 
 
 def publish(

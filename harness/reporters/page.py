@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from harness.text import REASONS, calls_text, count, millis, percent
 
 if TYPE_CHECKING:
-    from harness.subcommands.compare import Comparison
+    from harness.comparison import Comparison
 
 CLIP = 2000  # characters of a value shown at once; the whole value stays in the page, a click away
 CELL = 300  # characters of a table cell

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from harness.comparison import Comparison, compare, render
 from harness.config import STEP_SUMMARY, percentage
 from harness.flags import Parser
 from harness.records import ConfigError, Outputs, Summary, Unreachable
@@ -14,7 +15,6 @@ from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import say
 from harness.results import baseline_record, file_sha256, load_results, partial, results_document
 from harness.settings import Sources, output_path
-from harness.subcommands.compare import Comparison, compare, render
 from harness.text import canonical_json, clip
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 

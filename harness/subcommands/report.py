@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from harness.comparison import compare
 from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
 from harness.reporters.page import html_report
 from harness.results import load_results, write_atomic
 from harness.settings import output_path
-from harness.subcommands.compare import compare
 
 
 def main(argv: Sequence[str]) -> int:

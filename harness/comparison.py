@@ -1,0 +1,357 @@
+"""The comparison of two runs, task by task, category by category and overall: what changed, and whether a drop is
+more than chance (Fisher's exact test). A run with --baseline, merge, compare and report all compare the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from functools import cache
+from math import comb
+from typing import Any
+
+from harness.records import record
+from harness.text import count, percent
+
+ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
+ORDER = (
+    "regressed",
+    "not run",
+    "still failing",
+    "changed definition",
+    "new",
+    "removed",
+    "not selected",
+    "fixed",
+    "noise",
+    "still passing",
+)
+# The changes of a task both runs measured with the same definition: what the overall test counts.
+ALIKE = frozenset({"regressed", "still failing", "fixed", "noise", "still passing"})
+SETTINGS = [
+    ("backend", ("backend",)),
+    ("URL", ("backendSettings", "url")),
+    ("model", ("backendSettings", "model")),
+    ("task file", ("taskFile", "path")),
+    ("task file SHA-256", ("taskFile", "sha256")),
+    ("runs", ("runs",)),
+    ("harness version", ("harnessVersion",)),
+]
+
+
+@record
+class TaskChange:
+    """How one task moved between the baseline and the candidate."""
+
+    id: str
+    category: str
+    change: str
+    detail: str
+    p_value: float | None = None
+    failure_changed: bool = False
+
+
+@record
+class Comparison:
+    """Everything compare reports: changed settings, per-task changes, pass-rates then and now."""
+
+    settings: list[tuple[str, Any, Any]]
+    tasks: list[TaskChange]
+    by_category: dict[str, tuple[Fraction | None, Fraction | None]]  # pass-rates in percent, then and now
+    overall: tuple[Fraction | None, Fraction | None]
+    overall_p: float | None  # over the tasks measured alike on both sides, with repeats on both
+    overall_regressed: bool  # those tasks' pass count fell, significantly
+    runs: tuple[int, int]  # then, now
+
+    @property
+    def regressed(self) -> list[str]:
+        return [task.id for task in self.tasks if task.change == "regressed"]
+
+
+def fisher_exact(a: int, b: int, c: int, d: int) -> float:
+    """Two-sided p-value of Fisher's exact test on [[a, b], [c, d]]: the chance of tables at most as likely as this."""
+    row1, row2, col1 = a + b, c + d, a + c
+    # Each table's probability is comb(row1, x) * comb(row2, col1 - x) over one common denominator: compare numerators.
+    weights = {x: comb(row1, x) * comb(row2, col1 - x) for x in range(max(0, col1 - row2), min(row1, col1) + 1)}
+    observed = weights[a]
+    return float(Fraction(sum(w for w in weights.values() if w <= observed), comb(row1 + row2, col1)))
+
+
+@cache
+def significant_drop(runs_then: int, runs_now: int) -> int | None:
+    """The fewest trials of runs_now that a task passing all runs_then trials then must fail now for Fisher's test to
+    call the drop significant; None when no drop can be, at these sizes."""
+    return next((k for k in range(1, runs_now + 1) if fisher_exact(runs_then, 0, runs_now - k, k) < ALPHA), None)
+
+
+def significance_rule(runs_then: int, runs_now: int) -> str:
+    """What a task's drop must be to count as a regression at these numbers of runs, said for a person."""
+    sizes = f"{runs_then} runs a side" if runs_then == runs_now else f"{runs_then} runs then and {runs_now} now"
+    drop = significant_drop(runs_then, runs_now)
+    if drop is None:
+        p = fisher_exact(runs_then, 0, 0, runs_now)
+        return (
+            f"significance: at {sizes} no drop is ({runs_then}/{runs_then} → 0/{runs_now}: p={p:.2g}), so a task that"
+            " passed every trial then and not every trial now regressed, as at one run"
+        )
+    lowest = f"{runs_now - drop}/{runs_now}" + (" or lower" if drop < runs_now else "")
+    return (
+        f"significance: at {sizes}, a drop from {runs_then}/{runs_then} to {lowest} is significant (Fisher's exact"
+        f" test, p < {ALPHA})"
+    )
+
+
+def classify(
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    not_run_in: str | None = None,
+    not_selected_in: str | None = None,
+) -> TaskChange:
+    """One task's change, from its entries in the baseline and the candidate (either may be absent: `not_run_in` says
+    which run was cut short before it, `not_selected_in` which run left it out of its selection)."""
+    entry = after or before
+    assert entry is not None
+    task_id, category = entry["id"], entry["category"]
+    if not_run_in is not None:
+        return TaskChange(task_id, category, "not run", f"did not run in the {not_run_in} (was {_brief(entry)})")
+    if not_selected_in is not None:
+        return TaskChange(task_id, category, "not selected", f"not selected in the {not_selected_in}")
+    if before is None:
+        return TaskChange(task_id, category, "new", _verdict(entry))
+    if after is None:
+        return TaskChange(task_id, category, "removed", f"was {_verdict(before)}")
+    was, now = before["status"] == "pass", after["status"] == "pass"
+    if before["sha256"] != after["sha256"]:
+        return TaskChange(
+            task_id,
+            category,
+            "changed definition",
+            f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing",
+        )
+    failure_changed = not was and not now and before["code"] != after["code"]
+    if before["trials"] > 1 or after["trials"] > 1:
+        b, a = before["passes"], after["passes"]
+        if significant_drop(before["trials"], after["trials"]) is None:
+            # No table at these sizes is significant: judged as at one run, on whether every trial passed.
+            counts = f"{b}/{before['trials']} → {a}/{after['trials']} (too few runs for a test)"
+            if was != now:
+                return TaskChange(
+                    task_id, category, "regressed" if was else "fixed", f"{counts} {_why(after)}".rstrip()
+                )
+            if was:
+                return TaskChange(task_id, category, "still passing", counts)
+            shift = _failure_shift(before, after)
+            return TaskChange(task_id, category, "still failing", f"{counts} {shift}", failure_changed=failure_changed)
+        p = fisher_exact(b, before["trials"] - b, a, after["trials"] - a)
+        counts = f"{b}/{before['trials']} → {a}/{after['trials']} (p={p:.2g})"
+        rate_before, rate_after = Fraction(b, before["trials"]), Fraction(a, after["trials"])
+        if rate_after != rate_before:
+            if p >= ALPHA:
+                return TaskChange(task_id, category, "noise", f"{counts}, within chance", p)
+            change = "regressed" if rate_after < rate_before else "fixed"
+            return TaskChange(task_id, category, change, f"{counts} {_why(after)}".rstrip(), p)
+        if was:
+            return TaskChange(task_id, category, "still passing", counts, p)
+        return TaskChange(
+            task_id, category, "still failing", f"{counts} {_failure_shift(before, after)}", p, failure_changed
+        )
+    if was and now:
+        return TaskChange(task_id, category, "still passing", "pass")
+    if was:
+        return TaskChange(task_id, category, "regressed", f"pass → {after['status']} {_why(after)}")
+    if now:
+        return TaskChange(task_id, category, "fixed", f"{_brief(before)} → pass")
+    return TaskChange(
+        task_id, category, "still failing", _failure_shift(before, after), failure_changed=failure_changed
+    )
+
+
+def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Comparison:
+    """Compare two runs task by task, category by category and overall.
+
+    Each is a results document, or as much of one as a run has before its verdict: its manifest, runs and entries.
+    """
+    before = {entry["id"]: entry for entry in baseline["results"]}
+    after = {entry["id"]: entry for entry in candidate["results"]}
+    ids = list(after) + [task_id for task_id in before if task_id not in after]
+    not_run = {task_id: "baseline" for task_id in baseline.get("notRun", ())}
+    not_run |= {task_id: "candidate" for task_id in candidate.get("notRun", ())}
+    # A task one run's task file has but that run did not select is not measured there, neither new nor removed.
+    not_selected = {task_id: "baseline" for task_id in after if task_id not in before and _has(baseline, task_id)}
+    not_selected |= {task_id: "candidate" for task_id in before if task_id not in after and _has(candidate, task_id)}
+    tasks = [
+        classify(before.get(task_id), after.get(task_id), not_run.get(task_id), not_selected.get(task_id))
+        for task_id in ids
+    ]
+    tasks.sort(key=lambda task: ORDER.index(task.change))
+    then = _counts(entry for entry in baseline["results"] if entry["id"] not in not_selected)
+    now = _counts(entry for entry in candidate["results"] if entry["id"] not in not_selected)
+    categories = list(now) + [category for category in then if category not in now]
+    by_category = {category: (_rate(then.get(category)), _rate(now.get(category))) for category in categories}
+    (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
+    overall_p, overall_regressed = None, False
+    if baseline["runs"] > 1 and candidate["runs"] > 1:
+        alike = {task.id for task in tasks if task.change in ALIKE}
+        (b, nb), (a, na) = (
+            _overall(_counts(e for e in entries if e["id"] in alike)) for entries in (before.values(), after.values())
+        )
+        overall_p = fisher_exact(b, nb - b, a, na - a)
+        overall_regressed = overall_p < ALPHA and a * nb < b * na
+    settings = []
+    for label, path in SETTINGS:
+        setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
+        if setting_then != setting_now:
+            settings.append((label, setting_then, setting_now))
+    return Comparison(
+        settings,
+        tasks,
+        by_category,
+        (_rate((passed_then, total_then)), _rate((passed_now, total_now))),
+        overall_p,
+        overall_regressed,
+        (baseline["runs"], candidate["runs"]),
+    )
+
+
+def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> list[str]:
+    """For a person: the settings that differ, a line per changed task (regressions first), then the rates."""
+    lines = [f"compare {baseline_name} → {candidate_name}"]
+    for label, then, now in comparison.settings:
+        lines.append(f"  setting changed: {label} {_show(then)} → {_show(now)}")
+    counts = {change: sum(task.change == change for task in comparison.tasks) for change in ORDER}
+    changed = [task for task in comparison.tasks if task.change not in ("still passing", "not selected")]
+    width = max((len(task.id) for task in changed), default=0)
+    for task in changed:
+        lines.append(f"{task.change.upper():<18} {task.id:<{width}}  {task.detail}")
+    # Counted, not listed: a selection of 5 tasks of 50,000 would otherwise print 49,995 lines.
+    for change in ("not selected", "still passing"):
+        if counts[change]:
+            lines.append(f"{change.upper():<18} {count(counts[change], 'task')}")
+    lines.append(f"{'category':<20} {'then':>6} {'now':>6}  change")
+    for category, (then, now) in comparison.by_category.items():
+        lines.append(f"{category:<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}")
+    then, now = comparison.overall
+    significance = ""
+    if comparison.overall_p is not None:
+        alike = sum(task.change in ALIKE for task in comparison.tasks)
+        basis = (
+            ""
+            if alike == len(comparison.tasks)
+            else f" over the {count(alike, 'task')} in both with the same definition"
+        )
+        significance = f" (p={comparison.overall_p:.2g}{basis})"
+    lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
+    if max(comparison.runs) > 1:
+        lines.append(significance_rule(*comparison.runs))
+    lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
+    return lines
+
+
+def comparison_document(
+    comparison: Comparison,
+    baseline_path: str,
+    candidate_path: str,
+    baseline: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What `compare --out` writes."""
+    return {
+        "baseline": {"path": baseline_path, "runId": baseline["runId"], "fingerprint": baseline["fingerprint"]},
+        "candidate": {"path": candidate_path, "runId": candidate["runId"], "fingerprint": candidate["fingerprint"]},
+        "settingsChanged": [{"setting": label, "then": then, "now": now} for label, then, now in comparison.settings],
+        "regressed": comparison.regressed,
+        "overall": {
+            "then": _number(comparison.overall[0]),
+            "now": _number(comparison.overall[1]),
+            "pValue": comparison.overall_p,
+            "regressed": comparison.overall_regressed,
+        },
+        "runs": {
+            "then": comparison.runs[0],
+            "now": comparison.runs[1],
+            "significantDrop": significant_drop(*comparison.runs),
+        },
+        "byCategory": {
+            c: {"then": _number(then), "now": _number(now)} for c, (then, now) in comparison.by_category.items()
+        },
+        "tasks": [
+            {
+                "id": t.id,
+                "category": t.category,
+                "change": t.change,
+                "detail": t.detail,
+                "pValue": t.p_value,
+                "failureChanged": t.failure_changed,
+            }
+            for t in comparison.tasks
+        ],
+    }
+
+
+def _verdict(entry: Mapping[str, Any]) -> str:
+    return "pass" if entry["status"] == "pass" else f"{entry['status']} {entry['code']}: {entry['reason']}"
+
+
+def _brief(entry: Mapping[str, Any]) -> str:
+    return entry["status"] if entry["status"] == "pass" else f"{entry['status']} ({entry['code']})"
+
+
+def _why(entry: Mapping[str, Any]) -> str:
+    return "" if entry["status"] == "pass" else f"{entry['code']}: {entry['reason']}"
+
+
+def _failure_shift(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    if before["code"] != after["code"]:
+        return f"{before['code']} → {after['code']}: {after['reason']} (the failure changed)"
+    return f"{after['code']}: {after['reason']}"
+
+
+def _has(run: Mapping[str, Any], task_id: str) -> bool:
+    """Whether the run's task file had the task: its manifest lists the file's ids when it selected fewer."""
+    manifest = run["manifest"]
+    ids = _lookup(manifest, ("taskFile", "taskIds"))
+    return task_id in (ids if isinstance(ids, list) else manifest["selection"]["taskIds"])
+
+
+def _counts(entries: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """(passed trials, trials) per category, in first-seen order."""
+    counts: dict[str, tuple[int, int]] = {}
+    for entry in entries:
+        passed, total = counts.get(entry["category"], (0, 0))
+        counts[entry["category"]] = (passed + entry["passes"], total + entry["trials"])
+    return counts
+
+
+def _overall(counts: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+    return sum(passed for passed, _ in counts.values()), sum(total for _, total in counts.values())
+
+
+def _rate(count: tuple[int, int] | None) -> Fraction | None:
+    return Fraction(100 * count[0], count[1]) if count and count[1] else None
+
+
+def _number(rate: Fraction | None) -> float | None:
+    return None if rate is None else float(rate)
+
+
+def _pct(value: Fraction | None) -> str:
+    return "-" if value is None else f"{percent(value, 1)}%"
+
+
+def _delta(then: Fraction | None, now: Fraction | None) -> str:
+    if then is None or now is None:
+        return "new" if then is None else "removed"
+    return "no change" if now == then else f"{float(now - then):+.1f} pts"
+
+
+def _lookup(manifest: Mapping[str, Any], path: Sequence[str]) -> Any:
+    value: Any = manifest
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = str(value)
+    return text[:12] + "…" if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
