@@ -48,7 +48,7 @@ from harness.running import INTERRUPTED, InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.taskfile import load_task_file
-from harness.text import clip, printable, utc_timestamp
+from harness.text import clip, headline, printable, utc_timestamp
 from harness.verdict import (
     EXIT_CONFIG,
     EXIT_GATE_MET,
@@ -237,6 +237,7 @@ def run(argv: Sequence[str]) -> int:
         publish(document, summary, config.outputs, comparison)
     finally:
         entries.close()
+    say(headline(summary))
     if comparison is not None:
         for line in render(comparison, config.baseline_path or "", config.outputs.results):
             say(line)

@@ -1,4 +1,5 @@
-"""The settings of a run: task file, gate, repeats, selection and outputs. Each backend declares and reads its own.
+"""The settings of a run: task file, gate, repeats and selection. Each backend declares and reads its own; each report
+its own too (harness/reporters), which a run reads here.
 
 Also the one setting of the subcommands read from the environment, so that a run knows it without importing them.
 """
@@ -14,7 +15,8 @@ from harness import __commit__, __version__
 from harness.endpoints import headers
 from harness.files import read_capped
 from harness.records import ConfigError, GateOn, Outputs, field, record
-from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, output_path
+from harness.reporters import HTML, JUNIT, RESULTS, STEP_SUMMARY, SUMMARY_MD, Input, outputs
+from harness.settings import Setting, Sources, add_settings, choice, environment_only, number
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.verdict import EXIT_CODES, GATE_PLACES
 
@@ -90,7 +92,6 @@ TASKS = Setting(
     metavar="FILE",
     shown="eval-tasks.json beside eval_agent.py (for eval_agent.pyz: in the working directory)",
 )
-RESULTS = Setting("EVAL_RESULTS", "--out", "the results file", default="eval-results.json", metavar="FILE")
 SYSTEM_PROMPT = Setting(
     var="EVAL_SYSTEM_PROMPT_FILE",
     flag="--system-prompt-file",
@@ -164,10 +165,6 @@ DRY_RUN = Setting(
     shown="off; 1 is on",
     switch=True,
 )
-JUNIT = Setting("EVAL_JUNIT", "--junit", "also write JUnit XML", metavar="FILE")
-HTML = Setting("EVAL_HTML", "--html", "also write the HTML report, one self-contained page", metavar="FILE")
-SUMMARY_MD = Setting("EVAL_SUMMARY_MD", "--summary-md", "also append a Markdown summary", metavar="FILE")
-STEP_SUMMARY = Setting("GITHUB_STEP_SUMMARY", None, "also append the Markdown summary here (GitHub Actions sets it)")
 BASELINE = Setting(
     var="EVAL_BASELINE",
     flag="--baseline",
@@ -214,7 +211,7 @@ def run_config(sources: Sources) -> Config:
         tasks_path=sources.get(TASKS),
         gate=sources.get(GATE),
         max_task_file_bytes=sources.get(MAX_TASK_FILE_BYTES),
-        outputs=outputs(sources),
+        outputs=outputs(sources, [_input(sources, TASKS, "the task file"), _input(sources, BASELINE, "the baseline")]),
         run_id=os.urandom(16).hex(),
         system_prompt=sources.get(SYSTEM_PROMPT),
         concurrency=sources.get(CONCURRENCY),
@@ -228,28 +225,9 @@ def run_config(sources: Sources) -> Config:
     )
 
 
-def outputs(sources: Sources) -> Outputs:
-    """Where the run writes, each file checked now, before anything is sent; never over an input or another output."""
-    written: dict[str, str] = {}  # the real path -> where it was given
-    read = {
-        os.path.realpath(path): sources.text(setting)[1]
-        for setting in (TASKS, BASELINE)
-        if (path := sources.get(setting))
-    }
-    for setting in (RESULTS, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY):
-        path, where = sources.get(setting), sources.text(setting)[1]
-        if not path:
-            continue
-        output_path(path, where)
-        real = os.path.realpath(path)
-        if real in read:
-            what = "task file" if read[real] in (TASKS.flag, TASKS.var) else "baseline"
-            raise ConfigError(f"{where}: {path} is the {what} ({read[real]}); a run never writes over what it reads")
-        if real in written:
-            raise ConfigError(f"{where}: {path} is also {written[real]}; each report needs a file of its own")
-        written[real] = where
-    summary_md = tuple(path for path in (sources.get(SUMMARY_MD), sources.get(STEP_SUMMARY)) if path)
-    return Outputs(sources.get(RESULTS), sources.get(JUNIT), summary_md, sources.get(HTML))
+def _input(sources: Sources, setting: Setting, what: str) -> Input:
+    """A file the run reads, as outputs() checks that no report is written over it."""
+    return sources.get(setting), sources.text(setting)[1], what
 
 
 def read_command_line(

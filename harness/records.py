@@ -433,12 +433,18 @@ class Backend(Protocol):
 
 @record
 class Outputs:
-    """Where a run's reports go: the results file; JUnit XML, Markdown summaries and the HTML page when asked for."""
+    """Where a run's reports go: the files of each report asked for, by its name in harness.reporters.REPORTS."""
 
-    results: str
-    junit: str | None = None
-    summary_md: tuple[str, ...] = ()
-    html: str | None = None
+    files: Mapping[str, tuple[str, ...]]
+
+    @property
+    def results(self) -> str:
+        """The results file, which every run writes."""
+        return self.files["results"][0]
+
+    def of(self, report: str) -> tuple[str, ...]:
+        """The files of a report; none when it was not asked for."""
+        return self.files.get(report, ())
 
 
 @record

@@ -372,7 +372,12 @@ class SettingsResolve(unittest.TestCase):
             ["--junit", "j.xml", "--html", "page.html"],
             {"EVAL_RESULTS": "r.json", "EVAL_SUMMARY_MD": "s.md", "GITHUB_STEP_SUMMARY": "step.md"},
         )
-        self.assertEqual(config.outputs, Outputs("r.json", "j.xml", ("s.md", "step.md"), "page.html"))
+        self.assertEqual(
+            config.outputs,
+            Outputs(
+                {"results": ("r.json",), "junit": ("j.xml",), "summary": ("s.md", "step.md"), "html": ("page.html",)}
+            ),
+        )
 
     def test_globs_come_from_repeated_flags_or_a_comma_separated_variable(self) -> None:
         config, _, _ = configure(["--task", "a*", "--task", "b*"], {"EVAL_CATEGORY_GLOB": "safety, asset.get,"})

@@ -144,7 +144,8 @@ class ReportCommand(TempDirTestCase):
             (("report", "not-results.json"), "eval_agent report: error: not-results.json: the top level: no runId"),
             (
                 ("report", "r.json", "-o", "r.json"),
-                "eval_agent report: error: -o: r.json is r.json, an input; the page needs a file of its own",
+                "eval_agent report: error: -o: r.json is the results file (RESULTS); report never writes over what it"
+                " reads",
             ),
             (
                 ("report", "r.json", "--baseline", "missing.json"),

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-from tests.support import TempDirTestCase, clean_env, run_cli
+from harness.reporters import REPORTS
+from tests.support import CLI_TIMEOUT, ROOT, TempDirTestCase, clean_env, run_cli
 
 MERGE = ("merge", "s1.json", "s2.json")
 
@@ -87,3 +90,29 @@ class SubcommandOutputs(TempDirTestCase):
         _, stderr, code = run_cli("compare", "base.json", "cand.json", "--out", "cmp.json", cwd=self.tmp)
         self.assertEqual((stderr, code), ("", 0))
         self.assertLessEqual({"m.json", "m.xml", "m.html", "cmp.json"}, set(os.listdir(self.tmp)))
+
+
+class Imports(TempDirTestCase):
+    def reports_imported(self, *args: str) -> set[str]:
+        """The reports whose modules a run with these arguments imports."""
+        main = (
+            "import sys, eval_agent\n"
+            "code = eval_agent.main(sys.argv[1:])\n"
+            "print(*sorted(sys.modules), sep='\\n', file=sys.stderr)\n"
+            "sys.exit(code)"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", main, *args],
+            capture_output=True,
+            text=True,
+            env=clean_env(PYTHONPATH=ROOT),
+            cwd=self.tmp,
+            timeout=CLI_TIMEOUT,
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        imported = set(proc.stderr.splitlines())
+        return {report.name for report in REPORTS if report.module in imported}
+
+    def test_a_run_imports_only_the_reports_it_was_asked_for(self) -> None:
+        self.assertEqual(self.reports_imported(), {"results"})
+        self.assertEqual(self.reports_imported("--junit", "r.xml"), {"results", "junit"})

@@ -6,12 +6,14 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.config import Config
 from harness.records import Task, TaskFile
 from harness.results import explaining_trial
 from harness.text import calls_text, count, millis, printable
+
+if TYPE_CHECKING:
+    from harness.config import Config
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
 

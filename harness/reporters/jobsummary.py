@@ -7,11 +7,14 @@ import os
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.records import Summary
+from harness.records import Outputs, Summary
 from harness.results import explaining_trial
 from harness.text import calls_text, clip, headline, percent, printable, transcript
+
+if TYPE_CHECKING:
+    from harness.comparison import Comparison
 
 MISSES_LISTED = 100  # tasks that did not pass, listed one by one
 # GitHub drops a step's whole summary past 1 MiB, and a step may append other sections of its own: stop at half.
@@ -20,6 +23,12 @@ NOTE_BYTES = 1024  # kept for the note that says what was cut
 AGENT_TEXT_LIMIT = 1000  # characters of a reason or a task's calls, which an agent's reply can make any length
 # What makes Markdown of text (links, images, emphasis, code, tables, headings, strikethrough); < > & go as entities.
 MARKUP = re.compile(r"[\\`*_\[\]|#~]")
+
+
+def render(document: Mapping[str, Any], summary: Summary, outputs: Outputs, comparison: Comparison | None) -> str:
+    """The report as harness.reporters.REPORTS renders it: naming the HTML report and the results file."""
+    html = next(iter(outputs.of("html")), None)
+    return job_summary(document, summary, html, outputs.results)
 
 
 def job_summary(

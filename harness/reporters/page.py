@@ -12,6 +12,7 @@ from fractions import Fraction
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from harness.records import Outputs, Summary
 from harness.text import REASONS, calls_text, count, millis, percent
 
 if TYPE_CHECKING:
@@ -98,6 +99,13 @@ CSP = (
     f"default-src 'none'; script-src '{_hash(SCRIPT)}'; style-src '{_hash(STYLE)}'; img-src 'none'; "
     "base-uri 'none'; form-action 'none'"
 )
+
+
+def render(
+    document: Mapping[str, Any], summary: Summary, outputs: Outputs, comparison: Comparison | None
+) -> Iterator[str]:
+    """The report as harness.reporters.REPORTS renders it: with the changes against the run's baseline, if any."""
+    return html_report(document, comparison, document.get("baseline", {}).get("path", ""))
 
 
 def html_report(

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from harness.comparison import compare, comparison_document, render
 from harness.flags import Parser
+from harness.reporters import check_outputs
 from harness.reporters.console import say
 from harness.results import load_results, partial, render_json, write_atomic
-from harness.settings import output_path
 
 
 def main(argv: Sequence[str]) -> int:
@@ -37,8 +37,8 @@ def main(argv: Sequence[str]) -> int:
         help="exit 1 when a task or the overall pass count regressed (default), or never",
     )
     args = parser.parse_args(argv)
-    if args.out:
-        output_path(args.out, "--out")
+    inputs = [(args.baseline, "BASELINE", "the baseline"), (args.candidate, "CANDIDATE", "the candidate")]
+    check_outputs([(args.out, "--out")] if args.out else [], inputs, "compare")
     baseline, candidate = load_results(args.baseline), load_results(args.candidate)
     for path, document in ((args.baseline, baseline), (args.candidate, candidate)):
         why = partial(document)

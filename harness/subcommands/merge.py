@@ -8,14 +8,20 @@ from decimal import Decimal
 from typing import Any
 
 from harness.comparison import Comparison, compare, render
-from harness.config import STEP_SUMMARY, percentage
+from harness.config import percentage
 from harness.flags import Parser
-from harness.records import ConfigError, Outputs, Summary, Unreachable
-from harness.reporters import publish, unreachable_reason
+from harness.records import ConfigError, Summary, Unreachable
+from harness.reporters import (
+    Input,
+    add_report_flags,
+    outputs,
+    publish,
+    subcommand_sources,
+    unreachable_reason,
+)
 from harness.reporters.console import say
 from harness.results import baseline_record, file_sha256, load_results, partial, results_document
-from harness.settings import Sources, output_path
-from harness.text import canonical_json, clip
+from harness.text import canonical_json, clip, headline
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -28,35 +34,29 @@ def main(argv: Sequence[str]) -> int:
         "--allow-partial), 3 agent unreachable, 4 a shard recorded an internal error.",
     )
     parser.add_argument("results", nargs="+", metavar="RESULTS", help="the shards' results files")
-    parser.add_argument("--out", metavar="FILE", required=True, help="the merged results file")
+    add_report_flags(parser, "the merged results file")
     parser.add_argument("--gate", metavar="PERCENT", help="the gate to apply (default: the shards' own)")
     parser.add_argument(
         "--baseline",
         metavar="FILE",
         help="compare the merged run with this results file (default: the baseline the shards were compared with)",
     )
-    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML")
-    parser.add_argument("--html", metavar="FILE", help="also write the HTML report")
     parser.add_argument(
         "--allow-partial", action="store_true", help="merge shards that were cut short (the gate then fails)"
     )
-    parser.add_argument(
-        "--summary-md", metavar="FILE", help="also append a Markdown summary (GITHUB_STEP_SUMMARY is used when set)"
-    )
     args = parser.parse_args(argv)
     shards = [load_results(path) for path in args.results]
+    reads: list[Input] = [(path, "RESULTS", "a shard") for path in args.results]
+    recorded = shards[0].get("baseline")
+    if args.baseline is not None:
+        reads.append((args.baseline, "--baseline", "the baseline"))
+    elif isinstance(recorded, dict) and isinstance(recorded.get("path"), str):
+        reads.append((recorded["path"], f"{args.results[0]}'s baseline.path", "the baseline"))
+    written = outputs(subcommand_sources(args, os.environ), reads, "merge")
     gate = percentage(args.gate, "--gate") if args.gate else None
     document, summary, comparison = merge(shards, args.results, gate, args.allow_partial, args.baseline)
-    summary_md = [output_path(args.summary_md, "--summary-md")] if args.summary_md else []
-    step_summary = Sources(args, os.environ).get(STEP_SUMMARY)
-    step_summary = step_summary and output_path(step_summary, STEP_SUMMARY.var)
-    outputs = Outputs(
-        output_path(args.out, "--out"),
-        output_path(args.junit, "--junit") if args.junit else None,
-        (*summary_md, *([step_summary] if step_summary else [])),
-        output_path(args.html, "--html") if args.html else None,
-    )
-    publish(document, summary, outputs, comparison)
+    publish(document, summary, written, comparison)
+    say(headline(summary))
     if comparison is not None:
         for line in render(comparison, document["baseline"]["path"], args.out):
             say(line)

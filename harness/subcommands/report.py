@@ -7,11 +7,10 @@ from collections.abc import Sequence
 
 from harness.comparison import compare
 from harness.flags import Parser
-from harness.records import ConfigError
+from harness.reporters import check_outputs
 from harness.reporters.console import say
 from harness.reporters.page import html_report
 from harness.results import load_results, write_atomic
-from harness.settings import output_path
 
 
 def main(argv: Sequence[str]) -> int:
@@ -28,10 +27,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     out = args.out or os.path.splitext(args.results)[0] + ".html"
     where = "-o" if args.out else "the page"
-    output_path(out, where)
-    for given in (args.results, args.baseline):
-        if given and os.path.realpath(given) == os.path.realpath(out):
-            raise ConfigError(f"{where}: {out} is {given}, an input; the page needs a file of its own")
+    inputs = [(args.results, "RESULTS", "the results file"), (args.baseline, "--baseline", "the baseline")]
+    check_outputs([(out, where)], inputs, "report")
     document = load_results(args.results)
     comparison = compare(load_results(args.baseline), document) if args.baseline else None
     write_atomic(out, html_report(document, comparison, args.baseline or ""))
