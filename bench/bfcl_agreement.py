@@ -119,7 +119,8 @@ def bfcl_checker(wheel: str) -> tuple[Any, Any]:
     """BFCL's ast_checker from the wheel; its model table (every provider's SDK) replaced by names kept as they are."""
     sys.path.insert(0, wheel)
     stand_in = types.ModuleType("bfcl_eval.constants.model_config")
-    stand_in.MODEL_CONFIG_MAPPING = collections.defaultdict(lambda: types.SimpleNamespace(underscore_to_dot=False))  # type: ignore[attr-defined]
+    as_they_are = collections.defaultdict(lambda: types.SimpleNamespace(underscore_to_dot=False))
+    stand_in.MODEL_CONFIG_MAPPING = as_they_are  # type: ignore[attr-defined]
     sys.modules["bfcl_eval.constants.model_config"] = stand_in
     from bfcl_eval.constants.enums import Language  # type: ignore[import-not-found]
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # type: ignore[import-not-found]

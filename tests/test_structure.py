@@ -12,6 +12,7 @@ from tests.support import ROOT
 PACKAGES = ("harness", "backends")
 # What a backend may take from the engine: records and errors, how settings (endpoints among them) are declared and
 # read, how to say things, and the secrets it masks in what it quotes of a reply before it cuts it.
+MAX_LINE = 120  # characters, as ruff.toml's line-length
 FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text", "harness.leaks"}
 
 
@@ -82,6 +83,24 @@ class Layout(unittest.TestCase):
         for module in project_modules():
             with self.subTest(module):
                 self.assertNotIn(module.rpartition(".")[2], sys.stdlib_module_names)
+
+
+class LineLength(unittest.TestCase):
+    def test_no_line_of_python_is_over_120_characters(self) -> None:
+        # ruff's E501 (ruff.toml) lets a line of one word, or one that ends in a pragma comment, run past the limit.
+        over = []
+        for folder, folders, files in os.walk(ROOT):
+            folders[:] = [name for name in folders if not name.startswith(".") and name != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    with open(path, encoding="utf-8") as f:
+                        over += [
+                            f"{os.path.relpath(path, ROOT)}:{number}: {len(line)} characters"
+                            for number, line in enumerate(f.read().splitlines(), 1)
+                            if len(line) > MAX_LINE
+                        ]
+        self.assertEqual(over, [])
 
 
 class Imports(unittest.TestCase):

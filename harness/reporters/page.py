@@ -43,7 +43,8 @@ table{border-collapse:collapse;width:100%}
 .tasks details{padding:0 6px 4px}
 th,td{text-align:left;vertical-align:top;padding:4px 6px;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
 th{background:var(--bg)}td.n{text-align:right;white-space:nowrap}
-.st{font-weight:700;white-space:nowrap}.st.pass{color:var(--pass)}.st.fail{color:var(--fail)}.st.error{color:var(--error)}
+.st{font-weight:700;white-space:nowrap}
+.st.pass{color:var(--pass)}.st.fail{color:var(--fail)}.st.error{color:var(--error)}
 .badge{display:inline-block;font-size:11px;border:1px solid var(--muted);border-radius:10px;padding:0 6px;margin:1px;
 white-space:nowrap}
 .badge.v{border-color:var(--fail);color:var(--fail)}
