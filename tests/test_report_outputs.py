@@ -82,6 +82,21 @@ class SubcommandOutputs(TempDirTestCase):
                 self.assertEqual(run_cli(*args, env=clean_env(**env), cwd=self.tmp), ("", line + "\n", 2))
                 self.assertEqual(self.contents(), before)
 
+    def test_merge_never_writes_over_the_baseline_the_shards_recorded(self) -> None:
+        for k in (1, 2):
+            run_cli("--shard", f"{k}/2", "--baseline", "base.json", "--out", f"b{k}.json", cwd=self.tmp)
+        before = self.contents()
+        self.assertEqual(
+            run_cli("merge", "b1.json", "b2.json", "--out", "base.json", cwd=self.tmp),
+            (
+                "",
+                "eval_agent merge: error: --out: base.json is the baseline (b1.json's baseline.path); merge never"
+                " writes over what it reads\n",
+                2,
+            ),
+        )
+        self.assertEqual(self.contents(), before)
+
     def test_merge_and_compare_still_write_every_report_asked_for(self) -> None:
         _, stderr, code = run_cli(
             "merge", "s1.json", "s2.json", "--out", "m.json", "--junit", "m.xml", "--html", "m.html", cwd=self.tmp
