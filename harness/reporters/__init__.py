@@ -95,10 +95,11 @@ def check_outputs(writes: Sequence[tuple[str, str]], reads: Sequence[Input], com
 def add_report_flags(parser: ArgumentParser, results_help: str) -> None:
     """A flag for every report's setting that has one, as a run has them; the results file's is required."""
     for report in REPORTS:
-        flagged = [setting for setting in report.settings if setting.flag]
-        ambient = [setting.var for setting in report.settings if not setting.flag]
-        for setting in flagged:
-            used = f" ({', '.join(ambient)} is used too, when set)" if ambient else ""
+        ambient = [setting.var for setting in report.settings if setting.flag is None]
+        used = f" ({', '.join(ambient)} is used too, when set)" if ambient else ""
+        for setting in report.settings:
+            if setting.flag is None:
+                continue
             parser.add_argument(
                 setting.flag,
                 metavar=setting.metavar,
