@@ -43,7 +43,7 @@ def as_text(text: str, where: str) -> str:
     return text
 
 
-@record
+@record(kw_only=True)
 class Setting:
     """One setting: its variable, its flag (none for a secret), how its text is read, its default, and its help."""
 

@@ -140,12 +140,6 @@ class Imports(unittest.TestCase):
                     self.assertNotIn("eval_agent", imported)
 
 
-# Moving to harness/reporters/, where each report declares its own (issue 22); there they are checked like the rest.
-REPORT_SETTINGS_MOVING = {
-    f"harness.config.{name}" for name in ("RESULTS", "JUNIT", "HTML", "SUMMARY_MD", "STEP_SUMMARY")
-}
-
-
 def positional_settings(path: str, module: str) -> list[str]:
     """`harness.config.GATE` (or `module:line` where it is not assigned to a name) for every Setting(...) call in a
     module that gives an argument by position."""
@@ -167,12 +161,7 @@ def positional_settings(path: str, module: str) -> list[str]:
 
 class Declarations(unittest.TestCase):
     def test_every_setting_is_declared_with_keywords(self) -> None:
-        found = [
-            name
-            for module, path in project_modules().items()
-            for name in positional_settings(path, module)
-            if name not in REPORT_SETTINGS_MOVING
-        ]
+        found = [name for module, path in project_modules().items() for name in positional_settings(path, module)]
         self.assertEqual(found, [], "Setting(var=..., flag=..., help=...), each argument by its name")
 
     def test_the_check_sees_a_positional_setting_wherever_it_is(self) -> None:
