@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import os
 import unittest
 from typing import Any
 
 from harness.records import ConfigError, ExpectRefusal, ExpectTool, ForbiddenText
-from harness.taskfile import load_task_file
+from harness.taskfile import load_task_file, parse_task_file
 from tests.support import CANONICAL_TASKS, DATA, TempDirTestCase
 
 INVALID = sorted(glob.glob(os.path.join(DATA, "tasks", "invalid", "*.json")))
@@ -171,6 +172,62 @@ class CheckArgs(TempDirTestCase):
         self.assertNotEqual(plain, top)
         self.assertEqual(top, own)
         self.assertEqual(self.load(check_args_file(top="keys"))[0].sha256, plain)
+
+
+class TaskHashes(unittest.TestCase):
+    """A task's hash is what a baseline compares it by: the same definition hashes as it did in earlier versions."""
+
+    def test_each_part_of_a_task_hashes_as_it_did_before(self) -> None:
+        doc = {
+            "version": 1,
+            "checkArgs": "schema",
+            "toolResults": {"resize": {"ok": True}},
+            "tools": [check_args_file()["tools"][0]],
+            "tasks": [
+                {
+                    "id": "talk",
+                    "category": "c",
+                    "prompt": "Resize it to ${EVAL_TEST_WIDTH}.",
+                    "turns": ["In pixels."],
+                    "toolResults": {"resize": {"sequence": [{"echo": "width"}, "done"]}},
+                    "maxSteps": 3,
+                    "blocking": True,
+                    "comment": "for the author",
+                    "expect": {
+                        "trajectory": [
+                            {"tool": "resize", "argValues": {"unit": {"anyOf": ["PX"], "ignoreCase": True}}, "turn": 2}
+                        ],
+                        "order": "exact",
+                        "forbiddenText": ["${EVAL_TEST_CANARY}"],
+                    },
+                },
+                {"id": "no", "category": "c", "prompt": "p", "expect": {"refusal": True, "forbiddenTools": ["resize"]}},
+            ],
+        }
+        environ = {"EVAL_TEST_WIDTH": "640", "EVAL_TEST_CANARY": "canary-1"}
+        task_file, problems = parse_task_file(json.dumps(doc).encode(), "tasks.json", environ)
+        self.assertEqual(problems, [])
+        self.assertEqual(task_file.tools_sha256, "7b388f3a1a2f3d57df2e1267c2b19b84b1d6e4eba6d0bec0d047b8bf01f5c47f")
+        self.assertEqual(
+            {task.id: task.sha256 for task in task_file.tasks},
+            {
+                "talk": "3c3224713b4abb4f8bb80d5b51ad8ebc9a7c24f70e5824937e1cfdab2502fe1a",
+                "no": "5bfc4081228d14ed03de029471d01e28e5029763bc31d6f0c67612ab94f87547",
+            },
+        )
+
+    def test_a_fixtures_tasks_hash_as_they_did_before(self) -> None:
+        task_file = load_task_file(os.path.join(DATA, "tasks", "valid", "arg-values-and-trajectories.json"), {})
+        self.assertEqual(task_file.tools_sha256, "7c08b0e2e441700f861bf11c78a5e6818b0b20fb4dde588b395ad7dc0c743ff4")
+        self.assertEqual(
+            {task.id: task.sha256 for task in task_file.tasks},
+            {
+                "tag-one": "12742ba40a9f9868fc63c3e3aa3c0054ef0465fdfa4dd01485fa73c1125c495f",
+                "no-leak": "346c81b47a4712a8c7283227a3b14c42ad4c8c2d1c28277bac00fdbe7630b9de",
+                "ping.1": "be8a9be389e9870b3a2de7bb266866a32f550a9f68bb4d69fc0beadc8dc841c6",
+                "tag-then-ping": "2feb0b89f47bd8aaecbecc33a561e6caac6b4c21abad2751defa2e33cd27b831",
+            },
+        )
 
 
 class HostileTaskFiles(TempDirTestCase):
