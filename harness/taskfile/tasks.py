@@ -1,0 +1,121 @@
+"""The top level of a task file and each task in it: its keys, and the hash of what it asks and checks."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+from harness.records import DEFAULT_MAX_STEPS, Task, Tool, ToolScript, replace
+from harness.taskfile.argchecks import check_args_mode
+from harness.taskfile.context import NOTHING, Context
+from harness.taskfile.conversations import tool_results, turns
+from harness.taskfile.expectations import expect, forbidden_text
+from harness.taskfile.tools import check_tools
+from harness.text import canonical_json, kind, sha256_hex
+
+FORMAT_VERSION = 1
+TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "tasks")
+TASK_KEYS = ("id", "category", "prompt", "turns", "toolResults", "maxSteps", "expect", "blocking", "comment")
+MAX_STEPS = 100  # the most a task's maxSteps may be
+SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 of a JSON value in canonical form: the same definition hashes alike however it is laid out."""
+    return sha256_hex(canonical_json(value).encode("utf-8"))
+
+
+def check_task_file(context: Context, data: Any) -> tuple[tuple[Tool, ...], tuple[Task, ...]]:
+    """The file's sound tools and tasks; every problem found is in the context."""
+    if not isinstance(data, dict):
+        context.problems.append(f"expected a JSON object at the top level, got {kind(data)}")
+        return (), ()
+    context.unknown_keys(data, TOP_KEYS, "")
+    if "version" not in data:
+        context.problem("version", f"missing (this harness reads task files of version {FORMAT_VERSION})")
+    elif data["version"] != FORMAT_VERSION or isinstance(data["version"], bool):
+        context.problem(
+            "version", f"unsupported version {json.dumps(data['version'])} (this harness reads {FORMAT_VERSION})"
+        )
+    system = data.get("system")
+    if system is not None and (not isinstance(system, str) or not system.strip()):
+        context.problem("system", f"expected the agent's system prompt as a non-empty string, got {kind(system)}")
+    tools = check_tools(context, data.get("tools"))
+    defaults = tool_results(context, data.get("toolResults", {}), "toolResults") or {}
+    context.check_args = check_args_mode(context, data.get("checkArgs", "keys"), "checkArgs") or "keys"
+    return tools, _tasks(context, data.get("tasks"), defaults)
+
+
+def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript]) -> tuple[Task, ...]:
+    if not isinstance(value, list):
+        context.problem("tasks", f"expected a list of tasks, got {kind(value)}")
+        return ()
+    if not value:
+        context.problem("tasks", "the task list is empty")
+    tasks: list[Task] = []
+    first_seen: dict[str, str] = {}
+    for i, item in enumerate(value):
+        path = f"tasks[{i}]"
+        task = _task(context, item, path, defaults)
+        value[i] = None  # read: let it go now, so that the file as parsed and its tasks are never in memory twice
+        task_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(task_id, str) and task_id in first_seen:
+            context.problem(f"{path}.id", f"duplicate id {json.dumps(task_id)} (also {first_seen[task_id]})")
+        elif isinstance(task_id, str):
+            first_seen[task_id] = path
+            if task is not None:
+                tasks.append(task)
+    return tuple(tasks)
+
+
+def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript]) -> Task | None:
+    if not isinstance(item, dict):
+        context.problem(path, f"expected a task object, got {kind(item)}")
+        return None
+    context.unknown_keys(item, TASK_KEYS, path)
+    task_id = context.text(item, "id", path)
+    if task_id is not None and not SLUG.match(task_id):
+        context.problem(f"{path}.id", f"{json.dumps(task_id)} is not a slug (letters, digits, '.', '_', '-')")
+        task_id = None
+    category = context.text(item, "category", path)
+    prompt = context.text(item, "prompt", path)
+    follow_ups = turns(context, item.get("turns", []), f"{path}.turns")
+    own = tool_results(context, item.get("toolResults", {}), f"{path}.toolResults")
+    max_steps = item.get("maxSteps", DEFAULT_MAX_STEPS)
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEPS:
+        context.problem(f"{path}.maxSteps", f"expected a whole number from 1 to {MAX_STEPS}, got {kind(max_steps)}")
+    expected = expect(context, item.get("expect"), f"{path}.expect", 1 + len(follow_ups or ()))
+    forbidden = forbidden_text(context, item.get("expect"), f"{path}.expect", task_id or path)
+    blocking = item.get("blocking", False)
+    if not isinstance(blocking, bool):
+        context.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
+    if (
+        task_id is None
+        or category is None
+        or prompt is None
+        or expected is None
+        or not isinstance(blocking, bool)
+        or follow_ups is None
+        or own is None
+    ):
+        return None
+    scripts = {**defaults, **own} if defaults or own else NOTHING
+    # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
+    definition = {key: value for key, value in item.items() if key != "comment"}
+    if defaults:  # the file's defaults are part of what the task plays back
+        definition["toolResults"] = {name: list(script.results) for name, script in scripts.items()}
+    if context.check_args != "keys" and expected.steps and "checkArgs" not in item["expect"]:
+        definition["expect"] = {**item["expect"], "checkArgs": context.check_args}  # the file's, as it judges the task
+    return Task(
+        id=task_id,
+        category=sys.intern(category),
+        prompt=prompt,
+        expect=replace(expected, forbidden_text=forbidden) if forbidden else expected,
+        sha256=canonical_sha256(definition),
+        blocking=blocking,
+        turns=follow_ups,
+        tool_results=scripts,
+        max_steps=max_steps,
+    )
