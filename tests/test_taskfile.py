@@ -69,10 +69,6 @@ class ValidTaskFiles(unittest.TestCase):
             self.assertEqual(load_task_file(path).sha256, hashlib.sha256(f.read()).hexdigest())
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class ForbiddenTextPlaceholders(unittest.TestCase):
     PATH = os.path.join(DATA, "tasks", "valid", "forbidden-text.json")
 
@@ -280,3 +276,7 @@ class HostileTaskFiles(TempDirTestCase):
 
     def test_a_device_is_not_a_task_file(self) -> None:
         self.assert_config_error("/dev/zero", "cannot read the task file: not a regular file")
+
+
+if __name__ == "__main__":
+    unittest.main()
