@@ -110,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug in the harness, never a verdict on the agent
         import traceback
 
-        _complain(f"{prog}: internal error: {internal_error(exc)}")
-        traceback.print_exception(exc)
+        # A bug's message can quote what it was handling: masked, as a reply is, with every secret the settings hold.
+        secrets = Secrets(environment_secrets(SETTINGS, os.environ))
+        _complain(secrets.mask(f"{prog}: internal error: {internal_error(exc)}"))
+        print(secrets.mask("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
         return EXIT_INTERNAL
 
 
@@ -219,7 +221,7 @@ def run(argv: Sequence[str]) -> int:
         regressed=comparison.regressed if comparison else (),
         overall_regressed=comparison.overall_regressed if comparison else False,
         interrupted=isinstance(stop, KeyboardInterrupt),
-        internal_error=internal_error(stop) if isinstance(stop, Exception) else None,
+        internal_error=hidden.mask(internal_error(stop)) if isinstance(stop, Exception) else None,
     )
     document = results_document(
         run_id=config.run_id,

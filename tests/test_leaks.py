@@ -4,6 +4,8 @@ in no output, whole or cut; and the rules that find them, one table each."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
 import os
 import random
@@ -12,10 +14,12 @@ import unittest
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+import eval_agent
 from backends import BACKENDS
 from harness.config import RUN_SETTINGS
 from harness.endpoints import (
@@ -28,6 +32,7 @@ from harness.endpoints import (
     variable_secrets,
 )
 from harness.leaks import NO_SECRETS, Secrets
+from harness.records import AgentRequest, Reply
 from harness.schema import check, compile_schema
 from harness.taskfile import parse_task_file
 from harness.text import clip
@@ -400,6 +405,46 @@ class Placeholders(unittest.TestCase):
         self.assertEqual(problems, [])
         assert task_file is not None
         self.assertEqual(task_file.expanded, ("DEPLOY_TOKEN", "TEAM"))
+
+
+class BuggyAgent:
+    """An agent in this process whose run hits a bug that quotes a provider key: an internal error, not a reply."""
+
+    NAME = "stub"
+    SETTINGS = ()
+    PLAYS_TOOLS = True
+
+    @classmethod
+    def configure(cls, sources: Any) -> None:
+        """No settings."""
+
+    def __init__(self, settings: Any = None, surface: Any = None, run_id: str = "", *, hidden: Secrets = NO_SECRETS):
+        self.hidden = hidden
+
+    def secrets(self) -> dict[str, str]:
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def run(self, request: AgentRequest) -> Reply:
+        raise RuntimeError(f"could not sign with {os.environ['OPENAI_API_KEY']}")
+
+
+class InternalErrors(TempDirTestCase):
+    def test_an_internal_error_that_quotes_a_secret_is_masked_on_stderr_and_in_the_results(self) -> None:
+        token = "tok-internal-0123456789"
+        out = os.path.join(self.tmp, "r.json")
+        stderr = io.StringIO()
+        with mock.patch.dict(BACKENDS, {"stub": BuggyAgent}), mock.patch.dict(os.environ, {"OPENAI_API_KEY": token}):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+                self.assertEqual(eval_agent.main(["--out", out]), 4, stderr.getvalue())
+        with open(out, encoding="utf-8") as f:
+            written = f.read()
+        self.assertIn("could not sign with ***", stderr.getvalue())
+        self.assertIn("could not sign with ***", json.loads(written)["internalError"])
+        for text in (stderr.getvalue(), written):
+            self.assertFalse(cuts(token) & {text[i : i + 5] for i in range(len(text))}, "no cut of the token")
 
 
 if __name__ == "__main__":
