@@ -10,7 +10,6 @@ from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote
 
-from harness import backtracking
 from harness.records import InputSchema
 from harness.text import canonical_json, clip, count, kind
 
@@ -176,6 +175,8 @@ class _Walk:
         except (re.error, RecursionError, OverflowError) as error:
             self.problem(where, f"not a regular expression this checker can read: {error}")
             return
+        from harness import backtracking  # only a schema with a pattern needs it: a millisecond of imports
+
         try:
             backtracking.check(value)
         except backtracking.Unbounded as error:
