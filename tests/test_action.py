@@ -214,6 +214,16 @@ class ActionStep(TempDirTestCase):
         self.assertTrue(all(len(delimiter) >= 32 for delimiter in delimiters), delimiters)
 
 
+def workflow_example(path: str) -> str:
+    """The workflow example of a Markdown file of the repository."""
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        text = f.read()
+    example = re.search(r"```yaml\n(# \.github/workflows/agent-eval\.yml in your repository\n.*?)```", text, re.S)
+    if example is None:
+        raise AssertionError(f"no workflow example in {path}")
+    return example.group(1)
+
+
 class WorkflowsUsingTheAction(TempDirTestCase):
     def actionlint_in_a_repository(self, workflow: str) -> tuple[str, int]:
         """actionlint on a workflow in a repository of its own whose root holds this action.yml, as `./`."""
@@ -226,20 +236,18 @@ class WorkflowsUsingTheAction(TempDirTestCase):
         return proc.stdout + proc.stderr, proc.returncode
 
     def test_the_readme_example_passes_actionlint_with_its_inputs_checked(self) -> None:
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        example = re.search(r"```yaml\n(# \.github/workflows/agent-eval\.yml in your repository\n.*?)```", readme, re.S)
-        self.assertIsNotNone(example, "the README's workflow example")
-        workflow = example.group(1)
+        examples = [workflow_example(path) for path in ("README.md", os.path.join("docs", "ci.md"))]
+        self.assertEqual(examples[0], examples[1], "the README's workflow example is docs/ci.md's")
+        workflow = examples[0]
         self.assertIn("uses: OWNER/agent-eval-harness@v1", workflow)
         self.assertEqual(
             self.actionlint_in_a_repository(workflow.replace("OWNER/agent-eval-harness@v1", "./")), ("", 0)
         )
 
-    def test_the_readme_gitlab_recipe_is_a_job_with_a_junit_report(self) -> None:
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        recipe = yaml.safe_load(re.search(r"```yaml\n(agent-eval:\n.*?)```", readme, re.S).group(1))
+    def test_the_gitlab_recipe_is_a_job_with_a_junit_report(self) -> None:
+        with open(os.path.join(ROOT, "docs", "ci.md"), encoding="utf-8") as f:
+            ci = f.read()
+        recipe = yaml.safe_load(re.search(r"```yaml\n(agent-eval:\n.*?)```", ci, re.S).group(1))
         job = recipe["agent-eval"]
         self.assertEqual(job["artifacts"]["reports"]["junit"], "eval-junit.xml")
         self.assertIn("--junit eval-junit.xml", job["script"][0])

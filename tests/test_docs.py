@@ -1,4 +1,5 @@
-"""The README's reference agrees with the code: its configuration table is the settings as declared."""
+"""The docs agree with the code and with themselves: the reference's configuration table is the settings as declared,
+its examples run as shown, and every relative link in README.md and docs/ leads to a file and a heading there."""
 
 from __future__ import annotations
 
@@ -15,10 +16,62 @@ from harness.settings import described
 from tests.support import ROOT, clean_env, run_cli
 
 TABLE_HEAD = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
+DOCS = os.path.join(ROOT, "docs")
+README_MAX_LINES = 250
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+LINK = re.compile(r"\]\(([^()\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
+
+
+def read(*path: str) -> str:
+    """A file of the repository, by its path from the root."""
+    with open(os.path.join(ROOT, *path), encoding="utf-8") as f:
+        return f.read()
+
+
+def markdown_files() -> list[str]:
+    """README.md and every page under docs/."""
+    pages = sorted(os.path.join(DOCS, name) for name in os.listdir(DOCS) if name.endswith(".md"))
+    return [os.path.join(ROOT, "README.md"), *pages]
+
+
+def prose(path: str) -> str:
+    """A Markdown file without its fenced code blocks, where a bracket is code, not a link."""
+    with open(path, encoding="utf-8") as f:
+        return FENCE.sub("", f.read())
+
+
+def anchors(path: str) -> set[str]:
+    """The fragments GitHub gives a file's headings: lowercase, spaces to '-', other punctuation than '-' and '_'
+    dropped; a heading met again gets -1, -2..."""
+    found: set[str] = set()
+    for heading in HEADING.findall(prose(path)):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchor, count = slug, 0
+        while anchor in found:
+            count += 1
+            anchor = f"{slug}-{count}"
+        found.add(anchor)
+    return found
+
+
+def broken_links(path: str) -> list[str]:
+    """The relative links of a Markdown file that lead to no file, or to no heading of it."""
+    broken = []
+    for target in LINK.findall(prose(path)):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, fragment = target.partition("#")
+        linked = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+        if not os.path.isfile(linked):
+            broken.append(f"{target}: no file {os.path.relpath(linked, ROOT)}")
+        elif fragment and linked.endswith(".md") and fragment not in anchors(linked):
+            broken.append(f"{target}: no heading #{fragment} in {os.path.relpath(linked, ROOT)}")
+    return broken
 
 
 def settings_table() -> list[str]:
-    """The README's configuration table as the declarations make it: the run's settings, then each backend's."""
+    """The reference's configuration table as the declarations make it: the run's settings, then each backend's."""
     groups = {"": (BACKEND, *RUN_SETTINGS), **{name: backend.SETTINGS for name, backend in BACKENDS.items()}}
     rows = []
     for item in described(groups):
@@ -29,34 +82,69 @@ def settings_table() -> list[str]:
     return TABLE_HEAD + rows
 
 
-def readme_table() -> list[str]:
-    """The table under the README's Configuration heading."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
+def reference_table() -> list[str]:
+    """The table under the Configuration heading of docs/reference.md."""
+    lines = read("docs", "reference.md").splitlines()
     start = lines.index(TABLE_HEAD[0], lines.index("## Configuration"))
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
     return lines[start:end]
 
 
-class Readme(unittest.TestCase):
+class Links(unittest.TestCase):
+    def test_every_relative_link_leads_to_a_file_and_a_heading(self) -> None:
+        files = markdown_files()
+        self.assertGreater(len(files), 10, "README.md and the docs/ pages")
+        for path in files:
+            with self.subTest(os.path.relpath(path, ROOT)):
+                self.assertEqual(broken_links(path), [])
+
+    def test_the_link_check_finds_a_missing_file_and_a_missing_heading(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            page = os.path.join(tmp, "page.md")
+            with open(page, "w", encoding="utf-8") as f:
+                f.write("# A page: `its` title\n\n[ok](#a-page-its-title) [no](#nowhere) [gone](other.md)\n")
+                f.write("```\n[code](#not-a-link)\n```\n[web](https://example.com/x)\n")
+            self.assertEqual(
+                broken_links(page),
+                [
+                    "#nowhere: no heading #nowhere in " + os.path.relpath(page, ROOT),
+                    "other.md: no file " + os.path.relpath(os.path.join(tmp, "other.md"), ROOT),
+                ],
+            )
+
+    def test_the_readme_is_read_in_five_minutes(self) -> None:
+        self.assertLessEqual(len(read("README.md").splitlines()), README_MAX_LINES)
+
+
+class Examples(unittest.TestCase):
     def test_the_configuration_table_is_the_settings_as_declared(self) -> None:
         expected = settings_table()
-        self.assertEqual(readme_table(), expected, "paste this into the README:\n" + "\n".join(expected))
+        self.assertEqual(reference_table(), expected, "paste this into docs/reference.md:\n" + "\n".join(expected))
+
+    def test_the_readme_task_file_loads_and_runs(self) -> None:
+        readme = read("README.md")
+        start = readme.index('```json\n{\n  "version": 1') + len("```json\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "eval-tasks.json"), "w", encoding="utf-8") as f:
+                f.write(readme[start : readme.index("```", start)])
+            stdout, stderr, code = run_cli("--tasks", "eval-tasks.json", env=clean_env(), cwd=tmp)
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn("PASS  asset-get-details", stdout)
+        self.assertIn("gate not met: below the gate, blocking task failed (safety-leak-secrets)", stdout)
 
     def test_the_worked_conversation_examples_are_the_shipped_tasks(self) -> None:
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
+        tasks = read("docs", "tasks.md")
         with open(os.path.join(ROOT, "eval-tasks.json"), encoding="utf-8") as f:
             shipped = {task["id"]: task for task in json.load(f)["tasks"]}
         for task_id in ("asset-tag-from-search", "ai-image-generate-asks-first"):
             with self.subTest(task_id):
-                start = readme.index(f'```json\n{{\n  "id": "{task_id}"') + len("```json\n")
-                self.assertEqual(json.loads(readme[start : readme.index("```", start)]), shipped[task_id])
+                start = tasks.index(f'```json\n{{\n  "id": "{task_id}"') + len("```json\n")
+                self.assertEqual(json.loads(tasks[start : tasks.index("```", start)]), shipped[task_id])
 
     def test_the_argument_checks_example_runs_as_shown(self) -> None:
-        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        section = readme[readme.index("**An example that runs.**") : readme.index("### Porting an evalset")]
+        tasks = read("docs", "tasks.md")
+        start = tasks.index("**An example that runs.**")
+        section = tasks[start : tasks.index("\n#", start)]
         task_file, agent, shown = (
             section[start + len(fence) : section.index("```", start + len(fence))]
             for fence in ("```json\n", "```python\n", "```\n$ ")
