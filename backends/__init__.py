@@ -1,7 +1,7 @@
 """Backends turn an AgentRequest into a Reply. BACKENDS maps a name to its class, which declares and reads its settings.
 
 Adding a backend: a module with a class that has a NAME, its SETTINGS (harness.settings.Setting), a `configure(sources)`
-class method that reads them into a settings object, a constructor `(settings, surface, run_id, hidden)`, and the
+class method that reads them into a settings object, a constructor `(settings, surface, run_id, *, hidden)`, and the
 `run`, `describe` and `secrets` methods and the `hidden` attribute of harness.records.Backend; then one line in
 BACKENDS. Keep the module's imports light: every run
 imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this

@@ -7,14 +7,14 @@ The wheel holds BFCL's questions, possible answers and AST checker; it is read i
 one module its checker imports that pulls in every model SDK replaced by a stand-in. Nothing of it is copied here.
 
 Each answer of the Python categories (simple, multiple, parallel, parallel_multiple and their live_ versions) is
-ported as the README's "Porting an evalset" says: the function's parameters become an inputSchema (dict -> object,
+ported as docs/porting.md says: the function's parameters become an inputSchema (dict -> object,
 float -> number, tuple -> array, any -> no type), each parameter's possible values an argValues entry (`""` ->
 "optional": true, strings -> "ignorePunctuation": true), "checkArgs": "schema" on the file; a parallel answer is an
 any-order trajectory. The file is loaded by the harness's own loader. Then candidate calls are made from each answer
 (as given, with optional parameters left out, strings recased or repunctuated, numbers retyped, a wrong value, an
 extra argument, a required one left out, calls reordered, dropped or repeated) and judged by both checkers.
 
-Prints, per kind of candidate, how often the verdicts agree, and which differences are the rules the README says we
+Prints, per kind of candidate, how often the verdicts agree, and which differences are the rules docs/porting.md says we
 deliberately do not follow.
 """
 
@@ -133,7 +133,8 @@ def read_lines(archive: zipfile.ZipFile, name: str) -> list[dict[str, Any]]:
 
 
 def port(question: dict[str, Any], truth: list[dict[str, Any]], mode: str) -> dict[str, Any] | None:
-    """The question and its answer as a task file, the README's way; None when an answer cannot be multiplied out."""
+    """The question and its answer as a task file, ported as docs/porting.md says; None when an answer cannot be
+    multiplied out."""
     tools = [
         {"name": f["name"], "description": f.get("description", ""), "inputSchema": schema(f["parameters"])}
         for f in question["function"]

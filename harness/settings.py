@@ -53,7 +53,7 @@ class Setting:
     read: Reader = as_text
     default: Any = None
     metavar: str = "VALUE"
-    shown: str | None = None  # the default as --help and the README say it, where the value itself does not say it well
+    shown: str | None = None  # the default as --help and the docs say it, where the value itself does not say it well
     secret: bool = False  # never printed or written; read from the environment only, so it shows in no `ps` or history
     ambient: bool = False  # a provider's own variable, set for other tools too: by itself it chooses no backend
     many: bool = False  # a repeatable flag; its variable is comma-separated
@@ -66,7 +66,7 @@ class Setting:
 
     @property
     def default_text(self) -> str:
-        """The default as --help and the README say it; empty when there is none."""
+        """The default as --help and docs/reference.md say it; empty when there is none."""
         if self.shown is not None:
             return self.shown
         return "" if self.default in (None, False, (), {}) else str(self.default)
@@ -106,7 +106,7 @@ class Sources:
 
 @record
 class Described:
-    """A setting as --help and the README show it: its flag, its variables, its default, who reads it, and its help."""
+    """A setting as --help and the docs show it: its flag, its variables, its default, who reads it, and its help."""
 
     setting: Setting  # the first declared, for how its flag takes a value
     variables: tuple[str, ...]

@@ -78,7 +78,7 @@ class SmokeFromAnEmptyFolder(TempDirTestCase):
 
     def test_an_http_run_against_a_loopback_agent(self) -> None:
         agent = self.serve(canned)
-        stdout, stderr, code = self.run_pyz("--agent-url", agent.url())  # as the README shows it
+        stdout, stderr, code = self.run_pyz("--agent-url", agent.url())  # as docs/ci.md shows it
         self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 80%)", "", 0))
         self.assertEqual(len(agent.received), 10)
 
