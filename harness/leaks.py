@@ -8,6 +8,7 @@ from typing import Any
 
 MASK = "***"
 SHORTEST = 4  # characters: a shorter value is no secret, and masking it would garble every reply
+ESCAPED = 6  # characters a JSON escape of one character takes at most (\\u0067)
 
 
 class Secrets:
@@ -16,11 +17,14 @@ class Secrets:
     def __init__(self, named: Mapping[str, str]) -> None:
         self.named = {value: name for value, name in named.items() if len(value) >= SHORTEST}
         self.longest = max(map(len, self.named), default=0)
+        self.widest = self.longest * ESCAPED  # the longest text a secret is found in, every character of it escaped
         # How each secret starts, short of whole: what a clip that cut one leaves before its `...`.
         self.starts = {value[:size] for value in self.named for size in range(SHORTEST, len(value))}
         # The longest first, so that a secret that contains another is masked whole.
-        alternatives = "|".join(re.escape(value) for value in sorted(self.named, key=len, reverse=True))
-        self.pattern = re.compile(alternatives) if alternatives else None
+        longest_first = sorted(self.named, key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, longest_first))) if self.named else None
+        # As written or JSON-escaped: a slower search, for a text with a backslash in it.
+        self.escaped = re.compile("|".join(map(_escapable, longest_first))) if self.named else None
 
     def __bool__(self) -> bool:
         return self.pattern is not None
@@ -30,14 +34,17 @@ class Secrets:
 
     def find(self, text: str) -> str | None:
         """The name of a secret the text contains, or None."""
-        found = self.pattern.search(text) if self.pattern else None
-        return self.named[found.group(0)] if found else None
+        found = self._pattern_for(text).search(text) if self else None
+        if found is None:
+            return None
+        said = found.group(0)
+        return self.named.get(said) or next(name for value, name in self.named.items() if _said(value, said))
 
     def mask(self, text: str) -> str:
         """The text with every secret replaced by ***, and the start of one that a clip cut (`tok-Qw...`) too."""
         if self.pattern is None:
             return text
-        masked = self.pattern.sub(MASK, text)
+        masked = self._pattern_for(text).sub(MASK, text)
         return self._mask_cut(masked) if "..." in masked else masked
 
     def _mask_cut(self, text: str) -> str:
@@ -65,7 +72,7 @@ class Secrets:
 
     def reach(self, limit: int) -> int:
         """How many bytes of a text clip(text, limit) reads: what a reader of a body need read, and no more."""
-        return (limit * 4 + self.longest + 1) * 4  # every character may be 4 bytes; one cut in two is read as one
+        return (limit * 4 + self.widest + 1) * 4  # every character may be 4 bytes; one cut in two is read as one
 
     def _masked_head(self, text: str, size: int) -> str:
         """The text's first `size` characters masked; a secret that starts among them is masked whole."""
@@ -73,13 +80,18 @@ class Secrets:
             return text[:size]
         parts: list[str] = []
         at = 0
-        for found in self.pattern.finditer(text, 0, size + self.longest):
+        for found in self._pattern_for(text[: size + self.widest]).finditer(text, 0, size + self.widest):
             if found.start() >= size:
                 break
             parts += (text[at : found.start()], MASK)
             at = found.end()
         parts.append(text[at:size])
         return "".join(parts)
+
+    def _pattern_for(self, text: str) -> re.Pattern[str]:
+        """The pattern that finds every secret the text holds, written or JSON-escaped."""
+        assert self.pattern is not None and self.escaped is not None
+        return self.escaped if "\\" in text else self.pattern
 
     def mask_json(self, value: Any) -> Any:
         """A JSON value with every secret masked in its strings and its keys."""
@@ -90,6 +102,25 @@ class Secrets:
         if isinstance(value, dict):
             return {self.mask(key): self.mask_json(item) for key, item in value.items()}
         return value
+
+
+def _escapable(value: str) -> str:
+    """A pattern for the value as written or with any of its characters JSON-escaped (\\/, \\u0067): what an error
+    body that is JSON says a secret as."""
+    return "".join(_escapable_character(character) for character in value)
+
+
+def _escapable_character(character: str) -> str:
+    """A pattern for the character as written or JSON-escaped, its hexadecimal digits in either case."""
+    if ord(character) > 0xFFFF:
+        return re.escape(character)
+    short = rf"|\\{re.escape(character)}" if character in '"\\/' else ""
+    return rf"(?:{re.escape(character)}|\\u(?i:{ord(character):04x}){short})"
+
+
+def _said(value: str, text: str) -> bool:
+    """Whether the text is the value, JSON-escaped or not."""
+    return re.fullmatch(_escapable(value), text) is not None
 
 
 NO_SECRETS = Secrets({})

@@ -239,6 +239,38 @@ class EveryPlace(TempDirTestCase):
         entry = self.read_json("eval-results.json")["results"][0]
         self.assertEqual((entry["status"], entry["trialResults"][0]["text"]), ("pass", "I was called at /run?k=***"))
 
+    def test_a_secret_an_error_body_says_json_escaped_is_masked_as_well(self) -> None:
+        # PHP's json_encode writes / as \/ (a base64 token holds slashes); any encoder may write a letter as \u0067.
+        token, key = ("/".join(planted(place)[place][i : i + 6] for i in (0, 6, 12)) for place in ("token", "openai"))
+        bodies = {
+            "escaped-slash": json.dumps({"error": f"Incorrect token: {token}"}).replace("/", "\\/"),
+            "escaped-letter": json.dumps({"error": f"Incorrect API key provided: {key}"}).replace(
+                key[0], f"\\u{ord(key[0]):04x}", 1
+            ),
+        }
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send(handler, 500, bodies[received.json["taskId"]].encode(), {"Content-Type": "application/json"})
+
+        data = canonical_task_data()
+        data["tasks"] = [{**data["tasks"][9], "id": task_id} for task_id in bodies]
+        stdout, stderr, code = run_cli(
+            *REPORT_FLAGS,
+            env=clean_env(
+                EVAL_TASKS=self.write_json("tasks.json", data),
+                EVAL_AGENT_URL=self.serve(respond).url("/run"),
+                EVAL_AGENT_TOKEN=token,
+                OPENAI_API_KEY=key,
+                EVAL_RETRIES="0",
+            ),
+            cwd=self.tmp,
+        )
+        self.assertEqual(code, 1, stderr)
+        self.assert_written_nowhere(stdout, stderr, [*token.split("/"), key[1:]])
+        reasons = [entry["reason"] for entry in self.read_json("eval-results.json")["results"]]
+        self.assertEqual(reasons, [f'HTTP 500 Internal Server Error: {{"error": "Incorrect {what}: ***"}}' for what in (
+            "token", "API key provided")])  # fmt: skip
+
     def test_an_mcp_servers_error_is_masked_before_it_is_clipped(self) -> None:
         token = planted("mcp-token")["mcp-token"]
 
@@ -290,6 +322,12 @@ class Clipping(unittest.TestCase):
         hidden = Secrets({self.SECRET: "k in EVAL_AGENT_URL"})
         self.assertEqual(hidden.mask(reason or ""), f't q: expected one of "a", "b", got "{"x" * 45}***...')
         self.assertEqual(hidden.mask("tok-Q... and tok... and tok-QwErTyUiOpAsDf..."), "***... and tok... and ***...")
+
+    def test_a_secret_json_escaped_is_found_and_masked_under_its_name(self) -> None:
+        hidden = Secrets({"tok/Qw\\Er": "EVAL_AGENT_TOKEN", "sk-AsDfGh": "OPENAI_API_KEY"})
+        said = r'{"a": "tok\/Qw\\Er", "b": "\u0073k-AsD\u0066Gh", "c": "\u0053k-AsDfGh"}'
+        self.assertEqual(hidden.mask(said), r'{"a": "***", "b": "***", "c": "\u0053k-AsDfGh"}')
+        self.assertEqual([hidden.find(text) for text in said.split(",")], ["EVAL_AGENT_TOKEN", "OPENAI_API_KEY", None])
 
     @given(st.text(), st.integers(4, 300))
     def test_with_no_secrets_it_clips_as_text_clip_does(self, text: str, limit: int) -> None:
