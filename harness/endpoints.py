@@ -242,6 +242,11 @@ def http_url(url: str, where: str) -> str:
         raise ConfigError(
             f"{where}: the host must be ASCII (an internationalized name in its xn-- form), got {parts.hostname!r}"
         )
+    if not all("!" <= char <= "~" for char in parts.path + parts.query):  # the request line sends them as they are
+        raise ConfigError(
+            f"{where}: the path and query must be printable ASCII, without spaces (percent-encode the rest: %20, "
+            f"%C3%A9), got {redact_url(url)!r}"
+        )
     return url
 
 

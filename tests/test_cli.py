@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from harness.config import MAX_TEXT_FILE_BYTES, text_file
+from harness.endpoints import redact_url
 from harness.records import ConfigError
 from harness.results import load_results
 from tests.support import (
@@ -272,6 +273,16 @@ class BadInput(TempDirTestCase):
                     ["--agent-url", f"http://{host}:8080/run", "--dry-run"],
                     "eval_agent: error: --agent-url: the host must be ASCII (an internationalized name in its "
                     f"xn-- form), got {host!r}",
+                )
+
+    def test_an_agent_url_whose_path_or_query_is_not_printable_ascii(self) -> None:
+        # What goes out in the request line as it is: a space splits it, and no other character has a byte there.
+        for path in ("/r\u2603n", "/run?q=\u2603", "/caf\u00e9", "/r un", "/r\udcffn"):
+            with self.subTest(path):
+                self.assert_refused(
+                    ["--agent-url", f"http://127.0.0.1:8080{path}", "--dry-run"],
+                    "eval_agent: error: --agent-url: the path and query must be printable ASCII, without spaces "
+                    f"(percent-encode the rest: %20, %C3%A9), got {redact_url('http://127.0.0.1:8080' + path)!r}",
                 )
 
     def test_a_placeholder_whose_value_is_not_utf8(self) -> None:
