@@ -17,7 +17,7 @@ from harness.endpoints import command_secrets, field_secrets, query_values, show
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
 from harness.settings import Setting, Sources
-from harness.text import json_bytes
+from harness.text import json_bytes, lone_surrogate
 
 if TYPE_CHECKING:
     import subprocess
@@ -31,6 +31,8 @@ def command_line(text: str, where: str) -> tuple[str, ...]:
     import shlex
     import shutil
 
+    if lone_surrogate(text) is not None:  # a byte that is not UTF-8, as the environment holds it
+        raise ConfigError(f"{where}: not UTF-8 text")  # not shown: it may hold a secret
     try:
         argv = tuple(shlex.split(text))
     except ValueError as exc:

@@ -32,6 +32,12 @@ class CommandBackend(TempDirTestCase):
         self.assertEqual(set(seen[0]["request"]), {"prompt", "taskId", "runId", "workspaceId"})
         self.assertEqual(seen[0]["request"]["taskId"], "asset-search-by-tag")
 
+    def test_a_command_that_is_not_utf8_is_refused_before_anything_runs(self) -> None:
+        # A byte that is not UTF-8, as the environment holds it: the manifest, which is JSON, could not say it.
+        stdout, stderr, code = self.run_command("correct \udcff")
+        self.assertEqual((stdout, stderr, code), ("", "eval_agent: error: EVAL_AGENT_CMD: not UTF-8 text\n", 2))
+        self.assertEqual(os.listdir(self.tmp), [])
+
     def test_a_hanging_agent_is_killed_with_its_children_at_the_timeout(self) -> None:
         pid_file = os.path.join(self.tmp, "child.pid")
         started = time.monotonic()
