@@ -285,6 +285,10 @@ class BadInput(TempDirTestCase):
                     f"(percent-encode the rest: %20, %C3%A9), got {redact_url('http://127.0.0.1:8080' + path)!r}",
                 )
 
+    def test_an_empty_results_file_name_is_refused_before_anything_is_sent(self) -> None:
+        # The run was made and sent, and then its results could not be written anywhere.
+        self.assert_refused(["--out", ""], "eval_agent: error: --out: an empty file name")
+
     def test_a_placeholder_whose_value_is_not_utf8(self) -> None:
         data = canonical_task_data()
         data["tasks"][0]["prompt"] = "Find ${EVAL_TEST_ASSET}"

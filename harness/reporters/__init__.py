@@ -65,6 +65,9 @@ REPORT_SETTINGS = tuple(setting for report in REPORTS for setting in report.sett
 
 def outputs(sources: Sources, reads: Sequence[Input], command: str = "a run") -> Outputs:
     """Where each report asked for goes, every file checked by check_outputs; the results file always."""
+    results, where = sources.text(RESULTS)
+    if results == "":  # the other reports are optional: empty is none
+        raise ConfigError(f"{where}: an empty file name")
     files = {
         report.name: tuple(path for setting in report.settings if (path := sources.get(setting))) for report in REPORTS
     }
