@@ -15,6 +15,10 @@ from harness.records import Summary
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+# Printable characters that render as nothing: Hangul fillers, Braille's blank, the grapheme joiner, selectors.
+FILLERS = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]+"
+)
 MISSING = ("", "undefined", "null", "None")  # what JavaScript and Python print for a value that is not there
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -62,13 +66,14 @@ def _escape(match: re.Match[str]) -> str:
 
 def blank(text: str | None) -> bool:
     """Whether a reply's text shows nothing: none, only whitespace, invisible characters (zero-width spaces and joiners,
-    NUL and other control or format characters), or what a missing value prints as (`undefined`, `null`, `None`)."""
-    shown = (text or "").strip()
+    NUL and other control or format characters, fillers and blank marks), or what a missing value prints as
+    (`undefined`, `null`, `None`)."""
+    shown = FILLERS.sub("", (text or "").strip())
     if not shown.isprintable():  # only then can it hold a control or format character
         import unicodedata
 
         shown = "".join(char for char in shown if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp", "Zs"))
-    return shown in MISSING
+    return shown.strip() in MISSING
 
 
 def lone_surrogate(text: str) -> str | None:

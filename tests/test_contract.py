@@ -67,6 +67,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("not refused and nothing else", {"refused": False}, "reply:empty", BLANK),
     ("zero-width text alone", {"text": "\u200b\u200c\u200d\u2060\ufeff"}, "reply:empty", BLANK),
     ("NUL and other controls alone", {"text": "\x00 \x1b\u00ad\u202e"}, "reply:empty", BLANK),
+    (
+        "fillers and blank marks that render as nothing",
+        {"text": "\u3164\u115f\u1160\uffa0\u2800\u034f\ufe0f\u180b\U000e0100"},
+        "reply:empty",
+        BLANK,
+    ),
     ("a missing value printed by JavaScript", {"text": "undefined"}, "reply:empty", BLANK),
     ("a null printed as text", {"text": " null\n"}, "reply:empty", BLANK),
     ("a Python None printed as text", {"text": "None"}, "reply:empty", BLANK),
