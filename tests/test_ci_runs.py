@@ -397,6 +397,23 @@ class Shards(CiTestCase):
                     merge.main([*files, "--out", "m.json"])
                 self.assertEqual(str(caught.exception), message)
 
+    def test_merge_never_writes_over_a_shard_or_the_baseline_it_reads(self) -> None:
+        run_cli("--out", "base.json", cwd=self.tmp)
+        s1, s2 = self.shard(1, 2, "--baseline", "base.json"), self.shard(2, 2, "--baseline", "base.json")
+        kept = {name: self.results(name) for name in (s1, s2, "base.json")}
+        cases = [
+            (["--out", s1], f"--out: {s1} is a shard (RESULTS)"),
+            (["--out", "m.json", "--html", s2], f"--html: {s2} is a shard (RESULTS)"),
+            (["--out", "base.json"], f"--out: base.json is the baseline ({s1}'s baseline.path)"),
+            (["--out", "m.json", "--baseline", "m.json"], "--out: m.json is the baseline (--baseline)"),
+        ]
+        for args, message in cases:
+            with self.subTest(message):
+                stdout, stderr, code = run_cli("merge", s1, s2, *args, cwd=self.tmp)
+                line = f"eval_agent merge: error: {message}; merge never writes over what it reads\n"
+                self.assertEqual((stdout, stderr, code), ("", line, 2))
+                self.assertEqual({name: self.results(name) for name in kept}, kept)
+
 
 class Fingerprints(CiTestCase):
     def test_what_the_agent_receives_and_how_the_command_runs_enter_the_fingerprint_secrets_masked(self) -> None:
