@@ -117,11 +117,13 @@ class RepeatsAgainstABaseline(TempDirTestCase):
             ],
         )
         self.assertEqual(
-            [significance_rule(5, 3), significance_rule(2, 3)],
+            [significance_rule(5, 3), significance_rule(2, 3), significance_rule(1, 5)],
             [
                 "significance: at 5 runs then and 3 now, a drop from 5/5 to 0/3 is significant (Fisher's exact test,"
                 " p < 0.05)",
                 "significance: at 2 runs then and 3 now no drop is (2/2 → 0/3: p=0.1), so a task that passed every"
+                " trial then and not every trial now regressed, as at one run",
+                "significance: at 1 run then and 5 now no drop is (1/1 → 0/5: p=0.17), so a task that passed every"
                 " trial then and not every trial now regressed, as at one run",
             ],
         )
