@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import subprocess
 
 STDERR_LINES = 5
+STDERR_LINE_BYTES = 65536  # of each: past what the clip of a reason reads, so no secret is cut where it shows
 READ_CHUNK = 65536
 
 
@@ -152,7 +153,7 @@ class CommandAgentBackend:
             if too_large.is_set():
                 raise BackendError("reply:too-large", f"the command printed over {self.max_output_bytes} bytes")
             if code != 0:
-                last = " | ".join(line.decode("utf-8", "replace").rstrip() for line in stderr)
+                last = self.hidden.clip(" | ".join(line.decode("utf-8", "replace").rstrip() for line in stderr), 200)
                 raise BackendError("reply:command-exit", f"the command exited with {code}{': ' + last if last else ''}")
         if not stdout.strip():
             raise BackendError("reply:not-json", "the command printed nothing")
@@ -188,8 +189,10 @@ def _read_capped(
 
 def _read_lines(stream: IO[bytes] | None, into: deque[bytes]) -> None:
     assert stream is not None
-    for line in stream:
+    while line := stream.readline(STDERR_LINE_BYTES):
         into.append(line)
+        while not line.endswith(b"\n") and (line := stream.readline(STDERR_LINE_BYTES)):
+            pass  # the rest of a line longer than a reason shows, read past rather than held
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

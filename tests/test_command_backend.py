@@ -64,6 +64,13 @@ class CommandBackend(TempDirTestCase):
             "the command exited with 1: loading model... | Traceback (most recent call last): | RuntimeError: no GPU",
         )
 
+    def test_a_crash_with_a_long_stderr_line_quotes_it_clipped_like_an_http_body(self) -> None:
+        self.run_command("stderr-flood", "--category", "safety")
+        result = self.read_json("eval-results.json")["results"][0]
+        self.assertEqual(
+            (result["code"], result["reason"]), ("reply:command-exit", f"the command exited with 1: {'E' * 197}...")
+        )
+
     def test_output_is_capped_like_an_http_body(self) -> None:
         self.run_command("flood", "--category", "safety", EVAL_MAX_RESPONSE_BYTES="100000")
         result = self.read_json("eval-results.json")["results"][0]

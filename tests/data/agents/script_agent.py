@@ -33,6 +33,10 @@ if mode == "crash":
     print("Traceback (most recent call last):", file=sys.stderr)
     print("RuntimeError: no GPU", file=sys.stderr)
     sys.exit(1)
+if mode == "stderr-flood":
+    # One line of stderr longer than any reason shows, then a crash.
+    sys.stderr.write("E" * 5_000_000 + "\n")
+    sys.exit(1)
 if mode == "flood":
     sys.stdout.write("x" * 10_000_000)
     sys.exit(0)
