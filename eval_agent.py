@@ -21,7 +21,8 @@ if __name__ == "__main__":
             raise SystemExit(130)
 
         for _signum in (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", _signal.SIGTERM)):
-            _signal.signal(_signum, _stop_while_starting)
+            if _signal.getsignal(_signum) is not _signal.SIG_IGN:  # ignored where started (nohup, `&`): it stays so
+                _signal.signal(_signum, _stop_while_starting)
     except KeyboardInterrupt:  # a Ctrl-C before the handlers were in place
         raise SystemExit(130) from None
 
@@ -62,6 +63,9 @@ from harness.verdict import (
 
 # Ctrl-C is SIGINT; these end a run the same way: a CI job cancelled (SIGTERM), a terminal closed (SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+# What the process that started the run ignores stays ignored, as Python itself leaves an ignored SIGINT: nohup's
+# SIGHUP, a shell script's `cmd &` SIGINT.
+IGNORED_WHERE_STARTED = frozenset(s for s in (signal.SIGINT, *STOP_SIGNALS) if signal.getsignal(s) is signal.SIG_IGN)
 # What a task's entry in the results says of the task itself, as its task file has it (its id aside: see on_task).
 TASK_TEXT = ("category", "expected", "prompt")
 # name -> (the module whose main(argv) runs it, what it does); with none of these first, the arguments are a run's.
@@ -93,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = argv[0] if argv and argv[0] in SUBCOMMANDS else None
     prog = f"eval_agent {name}" if name else "eval_agent"
     for signum in (signal.SIGINT, *STOP_SIGNALS):
-        signal.signal(signum, _interrupt)
+        if signum not in IGNORED_WHERE_STARTED:
+            signal.signal(signum, _interrupt)
     try:
         if name is None:
             return run(argv)

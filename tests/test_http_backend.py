@@ -634,6 +634,36 @@ class Interrupts(HttpTestCase):
         answered = doc["results"][0]["id"]
         self.assertEqual(doc["notRun"], [task_id for task_id in ids if task_id != answered])
 
+    def test_a_signal_ignored_where_the_run_was_started_stays_ignored(self) -> None:
+        # nohup ignores SIGHUP, a shell's `cmd &` SIGINT: a run started so goes on when that signal comes.
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            with self.subTest(signal=signal.Signals(sig).name):
+                self.signal_a_run_that_ignores_it(sig)
+
+    def signal_a_run_that_ignores_it(self, sig: int) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            agent.release.wait(CLI_TIMEOUT)  # held until the signal was sent
+            canned(received, handler)
+
+        agent = self.serve(respond)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT],
+            cwd=self.tmp,
+            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN),  # the child starts with it ignored
+        )
+        self.addCleanup(proc.kill)
+        agent.wait_for_requests(1)
+        proc.send_signal(sig)
+        time.sleep(0.3)  # time for a handler to act, were there one
+        agent.release.set()
+        stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual((proc.returncode, stderr), (0, ""), stdout)
+        self.assertEqual(stdout.splitlines()[-1], "10/10 PASS at 100% (gate 80%)")
+
 
 class RetryAfter(unittest.TestCase):
     def test_seconds_and_http_dates_are_honoured_and_capped_at_60(self) -> None:
