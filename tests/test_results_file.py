@@ -13,7 +13,7 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from harness.results import render_json, write_atomic
+from harness.results import Spool, render_json, write_atomic
 from tests.support import CLI_TIMEOUT, ROOT, Received, TempDirTestCase, clean_env, run_cli, send
 
 NON_FINITE_CALL = (
@@ -140,3 +140,20 @@ class LeftoverTemporaryFiles(TempDirTestCase):
         self.assertEqual(len(left), 1)
         self.assertNotEqual(left, [killed_temporary])
         self.assertIn(str(running.pid), os.path.basename(left[0]))
+
+
+class Entries(TempDirTestCase):
+    def test_entries_longer_than_a_block_and_cut_inside_a_character_read_back_whole(self) -> None:
+        spool = Spool(os.path.join(self.tmp, "r.json"))
+        self.addCleanup(spool.close)
+        block = 1 << 16
+        entries = [
+            {"id": "long", "text": "é" * (3 * block)},  # two bytes a character: blocks end inside one
+            {"id": "short"},
+            {"id": "at-the-edge", "text": "x" * (block - 30)},
+            {"id": "many-blocks", "text": "🙂" * block},
+        ]
+        for entry in entries:
+            spool.add(entry)
+        self.assertEqual(list(spool), entries)
+        self.assertEqual(list(spool), entries, "read again, from the start")
