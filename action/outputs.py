@@ -40,10 +40,15 @@ def output(name: str, value: str) -> str:
 
 
 def before(paths: Sequence[str]) -> int:
-    """Print what stands at each path; a path with a line break is refused (exit 2): no list of files could hold it."""
+    """Print what stands at each path; a path with a line break is refused (exit 2): no list of files could hold it; so
+    is one with a character the upload reads as a pattern (`*`, `?`, `[`), which would take older files along."""
     for name, path in zip(NAMES, paths, strict=True):
         if "\n" in path or "\r" in path:
             print(f"eval_agent action: error: {name}: a file name with a line break, {path!r}", file=sys.stderr)
+            return 2
+        if any(character in path for character in "*?["):
+            why = "a file name the upload would read as a pattern"
+            print(f"eval_agent action: error: {name}: {why}, {path!r}", file=sys.stderr)
             return 2
     print(json.dumps([signature(path) if path else None for path in paths]))
     return 0

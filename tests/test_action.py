@@ -203,6 +203,16 @@ class ActionStep(TempDirTestCase):
                 )
         self.assertEqual(agent.received, [])
 
+    def test_a_file_name_the_upload_would_read_as_a_pattern_is_refused(self) -> None:
+        # upload-artifact reads each path as a glob: j*.xml would upload every j...xml there, older ones included.
+        for name in ("j*.xml", "j?.xml", "j[1].xml"):
+            with self.subTest(name):
+                code, outputs, _ = self.run_step(html=name)
+                message = (
+                    f"eval_agent action: error: EVAL_HTML: a file name the upload would read as a pattern, {name!r}\n"
+                )
+                self.assertEqual((code, self.stderr, outputs["written"]), (2, message, ""))
+
     def test_a_list_of_files_is_written_with_a_random_delimiter(self) -> None:
         delimiters = []
         for _ in range(2):
