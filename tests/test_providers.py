@@ -89,9 +89,8 @@ class OpenAI(ProviderTestCase):
         fake = self.serve(fake_openai)
         stdout, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-test-1")
         self.assertEqual((stderr, code), ("", 0))
-        self.assertEqual(
-            stdout.splitlines()[-1], f"{ALL_PASS} · 1200 tokens in, 300 out, " + stdout.splitlines()[-1].split(", ")[-1]
-        )
+        headline = stdout.splitlines()[-1]
+        self.assertEqual(headline, f"{ALL_PASS} · 1200 tokens in, 300 out, " + headline.split(", ")[-1])
         self.assertEqual(len(fake.received), 10)
         self.assertEqual({r.path for r in fake.received}, {"/v1/chat/completions"})
         self.assertEqual(fake.received[0].headers["Authorization"], "Bearer sk-test-1")

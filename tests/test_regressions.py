@@ -161,7 +161,8 @@ class RepeatsAgainstABaseline(TempDirTestCase):
         stdout, _, code = run_cli("compare", "base.json", "eval-results.json", cwd=self.tmp)
         lines = stdout.splitlines()
         self.assertEqual(code, 1)
-        self.assertEqual(lines[1], f"REGRESSED          asset-get-details  3/3 → 0/3 (too few runs for a test) {WRONG}")
+        regressed = "REGRESSED          asset-get-details  3/3 → 0/3 (too few runs for a test)"
+        self.assertEqual(lines[1], f"{regressed} {WRONG}")
         self.assertEqual(lines[-2], significance_rule(3, 3))
 
     def test_a_significant_overall_drop_fails_the_baseline_gate_and_compare(self) -> None:

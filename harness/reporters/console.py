@@ -50,7 +50,7 @@ def plan_line(
     settings: Mapping[str, Any],
     caveat: str,
 ) -> str:
-    """`3 of 10 tasks from eval-tasks.json × 2 runs (shard 1/2) on backend http at URL`: what a run sends, and where."""
+    """`3 of 10 tasks from eval-tasks.json × 2 runs (shard 1/2) on backend http at URL`: what a run sends, where."""
     return "".join(
         [
             f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}",
