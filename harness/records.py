@@ -192,6 +192,7 @@ class InputSchema:
     tool: str
     root: Mapping[str, Any]
     refs: Mapping[str, Any]  # each $ref as written -> the subschema it points to
+    patterns: Mapping[str, Callable[[str], bool]]  # each pattern as written -> its search, in linear time
 
 
 @record

@@ -79,7 +79,7 @@ def compile_schema(tool: str, root: Mapping[str, Any]) -> tuple[InputSchema | No
         loop = _ref_loop(walk.locations, refs)
         if loop is not None:
             walk.problems.append(loop)
-    return (None if walk.problems else InputSchema(tool, root, refs)), walk.problems
+    return (None if walk.problems else InputSchema(tool, root, refs, walk.patterns)), walk.problems
 
 
 class _Walk:
@@ -89,6 +89,7 @@ class _Walk:
         self.locations: dict[tuple[str, ...], Any] = {}
         self.refs: list[tuple[str, tuple[str, ...]]] = []
         self.problems: list[Problem] = []
+        self.patterns: dict[str, Callable[[str], bool]] = {}
 
     def problem(self, path: tuple[str, ...], message: str) -> None:
         self.problems.append((_dotted(path), message))
@@ -175,11 +176,11 @@ class _Walk:
         except (re.error, RecursionError, OverflowError) as error:
             self.problem(where, f"not a regular expression this checker can read: {error}")
             return
-        from harness import backtracking  # only a schema with a pattern needs it: a millisecond of imports
+        from harness import patterns  # only a schema with a pattern needs it
 
         try:
-            backtracking.check(value)
-        except backtracking.Unbounded as error:
+            self.patterns[value] = patterns.compile_pattern(value).search
+        except patterns.Unsupported as error:
             self.problem(where, f"a pattern this checker will not run: {error}")
 
 
@@ -231,7 +232,7 @@ def _ref_loop(locations: Mapping[tuple[str, ...], Any], refs: Mapping[str, Any])
 
 def check(schema: InputSchema, args: Mapping[str, Any]) -> str | None:
     """Why these arguments do not validate against the tool's schema (`width: expected integer, got "800"`), or None."""
-    problem = _check(schema.root, args, "", schema.refs, 0)
+    problem = _check(schema.root, args, "", schema, 0)
     if problem is None:
         return None
     path, message = problem
@@ -241,11 +242,11 @@ def check(schema: InputSchema, args: Mapping[str, Any]) -> str | None:
 def check_value(schema: InputSchema, key: str, value: Any) -> str | None:
     """Why this value of a top-level argument could never validate (`width: expected integer, got 8.5`), or None."""
     properties = schema.root.get("properties", {})
-    problem = _check(properties.get(key, True), value, _child("", key), schema.refs, 0)
+    problem = _check(properties.get(key, True), value, _child("", key), schema, 0)
     return None if problem is None else f"{problem[0]}: {problem[1]}"
 
 
-def _check(node: Any, value: Any, path: str, refs: Mapping[str, Any], depth: int) -> Problem | None:
+def _check(node: Any, value: Any, path: str, compiled: InputSchema, depth: int) -> Problem | None:
     """The first way the value breaks the schema, or None: keywords in a fixed order, so one call gives one reason."""
     if node is True:
         return None
@@ -254,12 +255,12 @@ def _check(node: Any, value: Any, path: str, refs: Mapping[str, Any], depth: int
     if depth > MAX_DEPTH:
         return path, f"nested more than {MAX_DEPTH} levels deep, past what this checker follows"
     return _first(
-        checker(node[keyword], value, path, node, refs, depth) for keyword, checker in _CHECKERS if keyword in node
+        checker(node[keyword], value, path, node, compiled, depth) for keyword, checker in _CHECKERS if keyword in node
     )
 
 
-def _ref(ref: str, value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int) -> Problem | None:
-    return _check(refs[ref], value, path, refs, depth + 1)
+def _ref(ref: str, value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
+    return _check(compiled.refs[ref], value, path, compiled, depth + 1)
 
 
 def _type(wanted: Any, value: Any, path: str, *_: Any) -> Problem | None:
@@ -326,8 +327,8 @@ def _length(most: bool, unit: str, of: type[Sized]) -> Callable[..., Problem | N
     return checker
 
 
-def _pattern(pattern: str, value: Any, path: str, *_: Any) -> Problem | None:
-    if not isinstance(value, str) or re.search(pattern, value):
+def _pattern(pattern: str, value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
+    if not isinstance(value, str) or compiled.patterns[pattern](value):
         return None
     return path, f"expected text matching {_shown(pattern)}, got {_shown(value)}"
 
@@ -355,19 +356,19 @@ def _canonical(value: Any) -> Any:
 
 
 def _prefix_items(
-    schemas: list[Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
+    schemas: list[Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int
 ) -> Problem | None:
     if not isinstance(value, list):
         return None
     pairs = enumerate(zip(schemas, value, strict=False))
-    return _first(_check(schema, item, f"{path}[{index}]", refs, depth + 1) for index, (schema, item) in pairs)
+    return _first(_check(schema, item, f"{path}[{index}]", compiled, depth + 1) for index, (schema, item) in pairs)
 
 
-def _items(schema: Any, value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int) -> Problem | None:
+def _items(schema: Any, value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
     if not isinstance(value, list):
         return None
     rest = range(len(node.get("prefixItems", ())), len(value))  # items covers what prefixItems does not
-    return _first(_check(schema, value[index], f"{path}[{index}]", refs, depth + 1) for index in rest)
+    return _first(_check(schema, value[index], f"{path}[{index}]", compiled, depth + 1) for index in rest)
 
 
 def _required(keys: list[str], value: Any, path: str, *_: Any) -> Problem | None:
@@ -378,69 +379,61 @@ def _required(keys: list[str], value: Any, path: str, *_: Any) -> Problem | None
 
 
 def _properties(
-    schemas: dict[str, Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
+    schemas: dict[str, Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int
 ) -> Problem | None:
     if not isinstance(value, dict):
         return None
     given = (key for key in schemas if key in value)
-    return _first(_check(schemas[key], value[key], _child(path, key), refs, depth + 1) for key in given)
+    return _first(_check(schemas[key], value[key], _child(path, key), compiled, depth + 1) for key in given)
 
 
 def _pattern_properties(
-    schemas: dict[str, Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
+    schemas: dict[str, Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int
 ) -> Problem | None:
     if not isinstance(value, dict):
         return None
-    matches = ((key, schema) for key in value for pattern, schema in schemas.items() if re.search(pattern, key))
-    return _first(_check(schema, value[key], _child(path, key), refs, depth + 1) for key, schema in matches)
+    matches = ((key, schema) for key in value for pattern, schema in schemas.items() if compiled.patterns[pattern](key))
+    return _first(_check(schema, value[key], _child(path, key), compiled, depth + 1) for key, schema in matches)
 
 
-def _property_names(
-    schema: Any, value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
-) -> Problem | None:
+def _property_names(schema: Any, value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
     if not isinstance(value, dict):
         return None
     for key in value:
-        problem = _check(schema, key, _child(path, key), refs, depth + 1)
+        problem = _check(schema, key, _child(path, key), compiled, depth + 1)
         if problem is not None:
             return problem[0], f"not an allowed property name: {problem[1]}"
     return None
 
 
-def _additional(schema: Any, value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int) -> Problem | None:
+def _additional(schema: Any, value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
     if not isinstance(value, dict):
         return None
     named, patterns = node.get("properties", {}), node.get("patternProperties", {})
     for key in value:
-        if key in named or any(re.search(pattern, key) for pattern in patterns):
+        if key in named or any(compiled.patterns[pattern](key) for pattern in patterns):
             continue
         if schema is False:
             return _child(path, key), "not allowed (additionalProperties is false)"
-        problem = _check(schema, value[key], _child(path, key), refs, depth + 1)
+        problem = _check(schema, value[key], _child(path, key), compiled, depth + 1)
         if problem is not None:
             return problem
     return None
 
 
-def _all_of(
-    schemas: list[Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
-) -> Problem | None:
-    return _first(_check(schema, value, path, refs, depth + 1) for schema in schemas)
+def _all_of(schemas: list[Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
+    return _first(_check(schema, value, path, compiled, depth + 1) for schema in schemas)
 
 
-def _any_of(
-    schemas: list[Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
-) -> Problem | None:
-    problems = [_check(schema, value, path, refs, depth + 1) for schema in schemas]
+def _any_of(schemas: list[Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
+    problems = [_check(schema, value, path, compiled, depth + 1) for schema in schemas]
     if any(problem is None for problem in problems):
         return None
     return path, _none_matches("anyOf", schemas, value, problems, path)
 
 
-def _one_of(
-    schemas: list[Any], value: Any, path: str, node: Any, refs: Mapping[str, Any], depth: int
-) -> Problem | None:
-    problems = [_check(schema, value, path, refs, depth + 1) for schema in schemas]
+def _one_of(schemas: list[Any], value: Any, path: str, node: Any, compiled: InputSchema, depth: int) -> Problem | None:
+    problems = [_check(schema, value, path, compiled, depth + 1) for schema in schemas]
     matched = [str(i) for i, problem in enumerate(problems) if problem is None]
     if len(matched) == 1:
         return None

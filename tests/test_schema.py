@@ -4,16 +4,19 @@ and the verdicts agree with the jsonschema package's on generated schemas and ar
 from __future__ import annotations
 
 import json
+import re
 import unittest
 import warnings
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.patterns import compile_pattern
 from harness.schema import ANNOTATIONS, KEYWORDS, check, compile_schema
-from tests.support import TempDirTestCase, canonical_task_data, clean_env, run_cli
+from tests.support import Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
 
 TOOL = "imageman.transform.url"
 KEYWORD_NAMES = (*KEYWORDS, *sorted(ANNOTATIONS), "not", "nullable")
@@ -389,19 +392,19 @@ PROBLEMS: list[tuple[dict[str, Any], str, str]] = [
     (under_x({"maxLength": -1}), "properties.x.maxLength", "expected a whole number, 0 or more, got -1"),
     (under_x({"pattern": "("}), "properties.x.pattern", "not a regular expression this checker can read"),
     (
-        under_x({"pattern": "^(a+)+$"}),
+        under_x({"pattern": "^(a+)\\1$"}),
         "properties.x.pattern",
-        "a pattern this checker will not run: it can match the same text in two ways under a repeat",
+        "a pattern this checker will not run: a backreference (\\1, (?P=name)) cannot be matched in linear time",
     ),
     (
-        under_x({"patternProperties": {"^(\\w+\\s?)+$": {}}}),
-        "properties.x.patternProperties.^(\\w+\\s?)+$",
-        "a pattern this checker will not run",
+        under_x({"patternProperties": {"^(?=\\w)": {}}}),
+        "properties.x.patternProperties.^(?=\\w)",
+        "a pattern this checker will not run: a lookahead",
     ),
     (
-        under_x({"propertyNames": {"pattern": "^(a|a)*$"}}),
+        under_x({"propertyNames": {"pattern": "^a{0,9999}$"}}),
         "properties.x.propertyNames.pattern",
-        "a pattern this checker will not run",
+        "a pattern this checker will not run: too large",
     ),
     (under_x({"anyOf": []}), "properties.x.anyOf", "expected a non-empty list of schemas"),
     (under_x({"required": "a"}), "properties.x.required", "expected a list of property names"),
@@ -428,104 +431,220 @@ class Problems(unittest.TestCase):
         self.assertEqual([path for path, _ in problems], ["properties.a.if", "properties.b.nullable", "$defs.c.not"])
 
 
-# Patterns that re may take an exponential time to fail on: the classic shapes, bounded repeats past what is written
-# out, lookarounds, backreferences.
-CATASTROPHIC = [
-    r"^(a+)+$",
-    r"(a|a)*$",
-    r"(.*)*$",
-    r"(a|aa)+$",
-    r"^(\w+\s?)+$",
-    r"^(([a-z])+.)+[A-Z]([a-z])+$",
-    r"(x+x+)+y",
-    r"(a*)*b",
-    r"^([a-zA-Z]+)*$",
-    r"^(a|a?)+$",
-    r"^(a+)+?$",
-    r"(\d+|\d+\.\d+)*$",
-    r"^(\s*,?\s*\w+)*$",
-    r"^(a|a){1,30}$",
-    r"^(a{1,10}){1,10}$",
-    r"(.*a){12}",
-    r"^(?=(a+)+$)",
-    r"^(a+)\1$",
-    "^([\u0400-\u0450]x?|[\u0440-\u0460]y?)+$",  # two classes that share only characters no probe is
+# Patterns whose backtracking in re is exponential or a high power of the argument's length, each with an argument
+# that takes re seconds or more (the first five hung a run past SIGTERM): the linear matcher reads them as any other.
+EVIL = [
+    (r"^(?:[a-z0-9_]+){1,8}$", "a" * 80 + "!"),
+    (r"^(a+)(a+)(a+)(a+)(a+)(a+)(a+)(a+)b$", "a" * 60),
+    (r"^.*.*.*.*.*.*.*.*=.*$", "a" * 60),
+    (r"^(?:a+){1,8}$", "a" * 60 + "!"),
+    (r"^(a?){25}a{25}$", "a" * 25),
+    (r"^(a+)+$", "a" * 40 + "!"),
+    (r"^(\w+\s?)+$", "word " * 30 + ","),
+    (r"(x+x+)+y", "x" * 60),
+    (r"^(a|aa)+$", "a" * 60 + "b"),
 ]
-# Patterns tool schemas carry (identifiers, dates, e-mail addresses, URLs, versions, Pydantic's decimals and durations,
-# base64), and those of this suite: each loads.
-EVERYDAY = [
-    r"^ast_[a-z0-9]+$",
-    r"[0-9]",
-    r"^n_",
-    r"a|b",
-    r"^[a-zA-Z0-9_-]{1,64}$",
-    r"^\d{4}-\d{2}-\d{2}$",
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$",
-    r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-    r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
-    r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$",
-    r"^[\w.+-]+@[\w-]+\.[\w.-]+$",
-    r"^https?://[^\s/$.?#].[^\s]*$",
-    r"^([a-z0-9]+(-[a-z0-9]+)*\.)+[a-z]{2,}$",
-    r"^[a-z]+(?:[-_][a-z]+)*$",
-    r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$",
-    r"^[^\s]+(\s+[^\s]+)*$",
-    r"^#?([a-fA-F0-9]{6}|[a-fA-F0-9]{3})$",
-    r"^(\+\d{1,3})?\d{10}$",
-    r"^(\d{1,3}\.){3}\d{1,3}$",
-    r"^((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)\.?\b){4}$",
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
-    r"(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$",
-    r"^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$",
-    r"^P(?!$)(\d+Y)?(\d+M)?(\d+W)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?$",
-    r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
-    r"(?i)^(red|green|blue)$",
-    r"^(?!\s)(?!.*\s$).*$",
-    r"^\$?\d+(\.\d{2})?$",
-    r"^(\w|\d)+$",  # re reads \w|\d as one class: one way through
+# Patterns a set of states cannot follow, or too large once their repeats are written out: refused at load.
+REFUSED = [
+    (r"^(a+)\1$", "a backreference"),
+    (r"(?P<x>a)(?P=x)", "a backreference"),
+    (r"^(?=(a+)+$)", "a lookahead or lookbehind"),
+    (r"(?<=a)b", "a lookahead or lookbehind"),
+    (r"^(?!\s)(?!.*\s$).*$", "a negative lookahead or lookbehind"),
+    (r"(a)?(?(1)b|c)", "a conditional"),
+    (r"(?>a+)a", "an atomic group"),
+    (r"a*+a", "a possessive repeat"),
+    (r"((((((a{8}){8}){8}){8}){8}){8})", "too large"),
+    (r"^.{0,5000}$", "too large"),
+    (r"((?:\b){999}){999}", "too large"),
 ]
+# Patterns tool schemas carry (identifiers, dates, e-mail addresses, URLs, versions, IPv4 addresses, Pydantic's base64,
+# colours), and those of this suite, each with texts it matches and texts it does not.
+EVERYDAY: list[tuple[str, list[str], list[str]]] = [
+    (r"^ast_[a-z0-9]+$", ["ast_9f2", "ast_x"], ["ast_", "AST_1", "ast_1 ", "xast_1"]),
+    (r"[0-9]", ["a1", "9"], ["", "abc"]),
+    (r"^n_", ["n_1", "n_"], ["an_", "N_"]),
+    (r"a|b", ["xbx", "a"], ["", "c"]),
+    (r"^[a-zA-Z0-9_-]{1,64}$", ["get_user-2", "a" * 64], ["", "a" * 65, "a b", "é"]),
+    (r"^\d{4}-\d{2}-\d{2}$", ["2026-12-02", "2026-12-02\n"], ["2026-12-2", "26-12-02", "2026-12-02x"]),
+    (
+        r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$",
+        ["2026-12-02T01:53:10Z", "2026-12-02T01:53:10.25+01:00"],
+        ["2026-12-02T01:53:10", "2026-12-02 01:53:10Z", "2026-12-02T01:53:10.Z"],
+    ),
+    (
+        r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        ["123e4567-e89b-12d3-a456-426614174000"],
+        ["123e4567-e89b-12d3-a456-42661417400", "123E4567-e89b-12d3-a456-426614174000"],
+    ),
+    (r"^[^@\s]+@[^@\s]+\.[^@\s]+$", ["ada@example.org"], ["ada@example", "ada @example.org", "a@b@c.d"]),
+    (
+        r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$",
+        ["first.last+tag@mail.example.co"],
+        ["first@example.c", "@example.org", "first@exa mple.org"],
+    ),
+    (r"^[\w.+-]+@[\w-]+\.[\w.-]+$", ["ada_l@example.org", "ñ@ü.de"], ["ada@.org", "ada@example"]),
+    (r"^.+@.+$", ["a@b", "a@@"], ["@", "a@", "a\n@b"]),
+    (
+        r"^https?://[^\s/$.?#].[^\s]*$",
+        ["https://example.org/a?b=c", "http://x.y"],
+        ["ftp://x.y", "https://", "http://x y z"],
+    ),
+    (r"^([a-z0-9]+(-[a-z0-9]+)*\.)+[a-z]{2,}$", ["cdn.example-1.org"], ["example", "-a.org", "a..org"]),
+    (r"^[a-z]+(?:[-_][a-z]+)*$", ["snake_case", "kebab-case"], ["trailing-", "Upper", "a--b"]),
+    (r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", ["pkg.mod_1.name"], ["pkg.", "1pkg", "pkg..mod"]),
+    (r"^[^\s]+(\s+[^\s]+)*$", ["one two  three"], [" lead", "trail ", ""]),
+    (r"^#?([a-fA-F0-9]{6}|[a-fA-F0-9]{3})$", ["#a1B2c3", "fff"], ["#ffff", "#ggg"]),
+    (r"^(\+\d{1,3})?\d{10}$", ["+441234567890", "1234567890"], ["+12345678901234", "123456789"]),
+    (r"^(\d{1,3}\.){3}\d{1,3}$", ["192.168.0.1"], ["192.168.0", "1.2.3.4.5", "1234.1.1.1"]),
+    (r"^((25[0-5]|(2[0-4]|1\d|[1-9]|)\d)\.?\b){4}$", ["255.255.255.255", "10.0.0.1"], ["256.1.1.1", "1.2.3"]),
+    (
+        r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+        r"(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$",
+        ["1.0.0", "2.10.3-rc.1+build.5", "1.0.0-alpha"],
+        ["1.0", "01.0.0", "1.0.0-", "1.0.0+"],
+    ),
+    (
+        r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+        ["", "aGk=", "aGVsbG8gd29ybGQ="],
+        ["aGk", "a==="],
+    ),
+    (r"(?i)^(red|green|blue)$", ["Red", "BLUE"], ["redd", "purple"]),
+    (r"^\$?\d+(\.\d{2})?$", ["$19.99", "5"], ["19.9", "$"]),
+    (r"^(\w|\d)+$", ["abc_1", "٣"], ["a-b", ""]),
+    (r"(?m)^end$", ["start\nend\nmore"], ["ending", "the end"]),
+    (r"\bcat\b", ["a cat.", "cat"], ["concat", "cats"]),
+    (r"\Bcat", ["concat"], ["cat", "a cat"]),
+    (r"^\A\w+\Z", ["word"], ["word\n", "two words"]),
+]
+REGEX_PARTS = st.sampled_from(
+    ["a", "b", "ab", ".", "[ab]", "[^a]", "\\d", "\\w", "\\W", "\\s", "^", "$", "\\b", "\\B", "\\A", "\\Z", "(?i:A)"]
+)
+
+
+def regexes() -> st.SearchStrategy[str]:
+    """Patterns of the supported grammar over a small alphabet: parts, sequences, alternatives, groups, repeats."""
+
+    def nest(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.builds(lambda parts: "".join(parts), st.lists(inner, min_size=2, max_size=3)),
+            st.builds(lambda parts: "|".join(parts), st.lists(inner, min_size=2, max_size=3)),
+            st.builds(lambda part, group: f"({group}{part})", inner, st.sampled_from(["", "?:"])),
+            st.builds(
+                lambda part, repeat, lazy: f"(?:{part}){repeat}{lazy}",
+                inner,
+                st.sampled_from(["*", "+", "?", "{2}", "{0,2}", "{1,3}", "{2,}"]),
+                st.sampled_from(["", "?"]),
+            ),
+        )
+
+    return st.recursive(REGEX_PARTS, nest, max_leaves=6)
 
 
 class Patterns(TempDirTestCase):
-    def test_a_pattern_that_can_backtrack_exponentially_is_refused_at_load(self) -> None:
-        for pattern in CATASTROPHIC:
+    def test_a_pattern_it_cannot_match_in_linear_time_is_refused_at_load_with_its_reason(self) -> None:
+        for pattern, reason in REFUSED:
             with self.subTest(pattern):
                 compiled, problems = compile_schema(TOOL, under_x({"type": "string", "pattern": pattern}))
                 self.assertIsNone(compiled)
                 ((path, message),) = problems
                 self.assertEqual(path, "properties.x.pattern")
-                self.assertTrue(message.startswith("a pattern this checker will not run: "), message)
+                self.assertTrue(message.startswith(f"a pattern this checker will not run: {reason}"), message)
 
-    def test_everyday_patterns_load(self) -> None:
-        for pattern in EVERYDAY:
+    def test_everyday_patterns_match_as_re_does(self) -> None:
+        for pattern, matching, other in EVERYDAY:
             with self.subTest(pattern):
-                self.assertEqual(compile_schema(TOOL, under_x({"pattern": pattern}))[1], [])
+                compiled, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
+                self.assertEqual(problems, [])
+                assert compiled is not None
+                for text in matching:
+                    self.assertIsNone(check(compiled, {"x": text}), text)
+                for text in other:
+                    self.assertIn("x: expected text matching ", check(compiled, {"x": text}) or "", text)
+                self.assertEqual(
+                    [re.search(pattern, text) is not None for text in matching + other],
+                    [True] * len(matching) + [False] * len(other),
+                    "the samples say what re says",
+                )
 
-    def test_a_pattern_too_intricate_to_tell_is_refused_not_waited_for(self) -> None:
-        for pattern in ("((((((a{8}){8}){8}){8}){8}){8})", "a?" * 200 + "a" * 200):
-            with self.subTest(pattern[:20]):
-                _, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
-                self.assertIn("too intricate to tell that re matches it in bounded time", problems[0][1])
+    def test_patterns_that_backtrack_for_long_in_re_load_and_match_as_re_would(self) -> None:
+        for pattern, argument in EVIL:
+            with self.subTest(pattern):
+                search = compile_pattern(pattern).search
+                self.assertEqual(search(argument), pattern == r"^(a?){25}a{25}$")
+                for short in ("", "a", "aa!", "ab", "aaab", "xxy", "word word", argument[:8]):
+                    self.assertEqual(search(short), re.search(pattern, short) is not None, short)
+
+    def test_a_bounded_repeat_is_written_out_as_long_as_it_stays_small(self) -> None:
+        search = compile_pattern("a?" * 200 + "a" * 200).search
+        self.assertEqual([search("a" * n) for n in (199, 200, 400, 401)], [False, True, True, True])
+
+    def test_the_linear_matcher_agrees_with_re_on_generated_patterns_and_texts(self) -> None:
+        verdicts = {True: 0, False: 0}
+
+        @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(pattern=regexes(), text=st.text(alphabet="abA1 _\n-", max_size=8))
+        def agree(pattern: str, text: str) -> None:
+            theirs = re.search(pattern, text) is not None
+            self.assertEqual(compile_pattern(pattern).search(text), theirs, f"{pattern!r} on {text!r}")
+            verdicts[theirs] += 1
+
+        agree()
+        # Both verdicts must be common, or the agreement would say little.
+        self.assertGreater(min(verdicts.values()), 600, verdicts)
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet="()[]{}*+?|.^$\\-,0123aAbsdwW:=!<>P", max_size=16))
     def test_any_pattern_loads_or_is_one_problem(self, pattern: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # re's, of a "[[" it reads as it always has
-            _, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
+            compiled, problems = compile_schema(TOOL, under_x({"pattern": pattern}))
         self.assertLessEqual(len(problems), 1)
+        if compiled is not None:
+            for text in ("", "a", "aA1 b", "0,0"):
+                self.assertEqual(check(compiled, {"x": text}) is None, re.search(pattern, text) is not None, text)
 
     def test_a_task_file_with_one_is_refused_before_any_agent_is_asked(self) -> None:
         data = canonical_task_data()
         tool = next(tool for tool in data["tools"] if tool["name"] == "imageman.asset.search")
-        tool["inputSchema"]["properties"]["query"]["pattern"] = "^(\\w+\\s?)+$"
+        tool["inputSchema"]["properties"]["query"]["pattern"] = "^(\\w+)\\1$"
         data["checkArgs"] = "schema"
         path = self.write_json("tasks.json", data)
         _, stderr, code = run_cli(env=clean_env(EVAL_TASKS=path, EVAL_AGENT_URL="http://127.0.0.1:9/run"))
         self.assertEqual(code, 2)
         self.assertEqual(len(stderr.splitlines()), 1, stderr)
         self.assertIn(f"{path}: tools[", stderr)
-        self.assertIn(".inputSchema.properties.query.pattern: a pattern this checker will not run", stderr)
+        self.assertIn(
+            ".inputSchema.properties.query.pattern: a pattern this checker will not run: a backreference", stderr
+        )
+
+    def test_a_run_given_arguments_that_hang_re_ends_with_its_verdict(self) -> None:
+        properties: dict[str, Any] = {f"p{i}": {"pattern": pattern} for i, (pattern, _) in enumerate(EVIL)}
+        properties["keys"] = {"patternProperties": {EVIL[0][0]: {}}, "additionalProperties": False}
+        arguments: dict[str, Any] = {f"p{i}": argument for i, (_, argument) in enumerate(EVIL)}
+        arguments["keys"] = {EVIL[0][1]: 1}
+        data = {
+            "version": 1,
+            "checkArgs": "schema",
+            "tools": [{"name": "lookup", "description": "Look up.", "inputSchema": {"properties": properties}}],
+            "tasks": [
+                {"id": name, "category": "lookup", "prompt": name, "expect": {"tool": "lookup"}} for name in arguments
+            ],
+        }
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            name = received.json["prompt"]
+            send_json(handler, {"toolCall": {"name": "lookup", "args": {name: arguments[name]}}})
+
+        agent = self.serve(respond)
+        env = clean_env(EVAL_TASKS=self.write_json("tasks.json", data), EVAL_AGENT_URL=agent.url())
+        _, stderr, code = run_cli("--out", "results.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, stderr)
+        results = {entry["id"]: entry for entry in self.read_json("results.json")["results"]}
+        self.assertEqual(
+            {name: entry["status"] for name, entry in results.items()},
+            {name: "pass" if name == "p4" else "fail" for name in arguments},
+        )
 
 
 # The generated schemas draw on small pools, so that a generated value often validates and often does not.
@@ -642,10 +761,6 @@ class AgreesWithJsonschema(unittest.TestCase):
         agree()
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 ANY_JSON = st.recursive(
     st.one_of(
         st.none(),
@@ -710,3 +825,7 @@ class NeverRaises(unittest.TestCase):
         self.assertEqual(
             problems, [("properties.x.$ref", "$ref, allOf, anyOf and oneOf lead more than 100 schemas deep from here")]
         )
+
+
+if __name__ == "__main__":
+    unittest.main()
