@@ -451,6 +451,7 @@ REFUSED = [
     (r"^(?=(a+)+$)", "a lookahead or lookbehind"),
     (r"(?<=a)b", "a lookahead or lookbehind"),
     (r"^(?!\s)(?!.*\s$).*$", "a negative lookahead or lookbehind"),
+    (r"^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$", "a negative lookahead"),  # Decimal, as some Pydantic 2 versions wrote it
     (r"(a)?(?(1)b|c)", "a conditional"),
     (r"(?>a+)a", "an atomic group"),
     (r"a*+a", "a possessive repeat"),
