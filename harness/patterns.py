@@ -247,11 +247,13 @@ class _Automaton:
                 part = self.sequence(part, self.part(items, flags))
             if high == _sre.MAXREPEAT:
                 return self.sequence(part, self.looped(self.part(items, flags)))
+            # Written out nested, X{0,3} as (X(X(X)?)?)?: each copy's ends link to the next copy only, not to all.
+            tail = EMPTY
             for _ in range(high - low):
                 self.count()
-                starts, ends, empty, edges = self.part(items, flags)
-                part = self.sequence(part, (starts, ends, empty | {0}, edges))
-            return part
+                starts, ends, empty, edges = self.sequence(self.part(items, flags), tail)
+                tail = starts, ends, empty | {0}, edges
+            return self.sequence(part, tail)
         if op is _sre.AT:
             anchor = _anchor(arg, flags)
             self.anchors |= anchor

@@ -579,11 +579,16 @@ class Patterns(TempDirTestCase):
     def test_a_bounded_repeat_is_written_out_as_long_as_it_stays_small(self) -> None:
         search = compile_pattern("a?" * 200 + "a" * 200).search
         self.assertEqual([search("a" * n) for n in (199, 200, 400, 401)], [False, True, True, True])
+        # Optional copies nest, (X(X)?)?, so that each links to the next only: 1,500 of them are 1,500 edges, not 10**6.
+        search = compile_pattern("^[ab]{0,1500}c").search
+        self.assertEqual(
+            [search(text) for text in ("c", "ab" * 750 + "c", "ab" * 750 + "ac", "abd")], [True, True, False, False]
+        )
 
     def test_the_linear_matcher_agrees_with_re_on_generated_patterns_and_texts(self) -> None:
         verdicts = {True: 0, False: 0}
 
-        @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(pattern=regexes(), text=st.text(alphabet="abA1 _\n-", max_size=8))
         def agree(pattern: str, text: str) -> None:
             theirs = re.search(pattern, text) is not None
@@ -592,7 +597,7 @@ class Patterns(TempDirTestCase):
 
         agree()
         # Both verdicts must be common, or the agreement would say little.
-        self.assertGreater(min(verdicts.values()), 600, verdicts)
+        self.assertGreater(min(verdicts.values()), 400, verdicts)
 
     @settings(max_examples=300, deadline=None)
     @given(st.text(alphabet="()[]{}*+?|.^$\\-,0123aAbsdwW:=!<>P", max_size=16))
