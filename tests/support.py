@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import select
+import signal
 import socket
 import ssl
 import struct
@@ -51,6 +52,13 @@ def clean_env(**overrides: str) -> dict[str, str]:
     env["EVAL_TASKS"] = CANONICAL_TASKS
     env.update(overrides)
     return env
+
+
+def stop_signals_as_from_a_terminal() -> None:
+    """For a child about to be signalled (preexec_fn): SIGINT, SIGTERM and SIGHUP back to their defaults, whatever
+    the test runner inherited (nohup ignores SIGHUP; the harness keeps an ignored signal ignored)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def run_cli(

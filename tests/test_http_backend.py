@@ -39,6 +39,7 @@ from tests.support import (
     run_cli,
     send,
     send_json,
+    stop_signals_as_from_a_terminal,
 )
 
 REFUSAL_TASK = next(task for task in canonical_task_data()["tasks"] if task["category"] == "safety")
@@ -618,6 +619,7 @@ class Interrupts(HttpTestCase):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
         )
         self.addCleanup(proc.kill)
         agent.wait_for_requests(concurrency + 1)  # the first reply freed a worker, which sent the next request
@@ -645,6 +647,10 @@ class Interrupts(HttpTestCase):
             agent.release.wait(CLI_TIMEOUT)  # held until the signal was sent
             canned(received, handler)
 
+        def start_with_it_ignored() -> None:
+            stop_signals_as_from_a_terminal()
+            signal.signal(sig, signal.SIG_IGN)
+
         agent = self.serve(respond)
         proc = subprocess.Popen(
             [sys.executable, "-S", SCRIPT],
@@ -653,7 +659,7 @@ class Interrupts(HttpTestCase):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN),  # the child starts with it ignored
+            preexec_fn=start_with_it_ignored,
         )
         self.addCleanup(proc.kill)
         agent.wait_for_requests(1)
@@ -748,6 +754,7 @@ class EarlySignals(TempDirTestCase):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
         )
         self.addCleanup(proc.kill)
         assert proc.stderr is not None
