@@ -26,7 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.records import AgentSurface, Backend, Task
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import AgentRequest, AgentSurface, Backend, Reply, Task
 from harness.taskfile import load_task_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,6 +53,33 @@ def clean_env(**overrides: str) -> dict[str, str]:
     env["EVAL_TASKS"] = CANONICAL_TASKS
     env.update(overrides)
     return env
+
+
+class InProcessAgent:
+    """An agent in this process, in the stub's place (`mock.patch.dict(BACKENDS, {"stub": ...})`): a subclass says
+    what it answers in run()."""
+
+    NAME = "stub"
+    SETTINGS = ()
+    PLAYS_TOOLS = True
+
+    @classmethod
+    def configure(cls, sources: Any) -> None:
+        """No settings."""
+
+    def __init__(
+        self, settings: Any = None, surface: Any = None, run_id: str = "", *, hidden: Secrets = NO_SECRETS
+    ) -> None:
+        self.hidden = hidden
+
+    def secrets(self) -> dict[str, str]:
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def run(self, request: AgentRequest) -> Reply:
+        raise NotImplementedError
 
 
 def stop_signals_as_from_a_terminal() -> None:

@@ -6,15 +6,13 @@ import contextlib
 import io
 import os
 import re
-from typing import Any
 from unittest import mock
 
 import eval_agent
 from backends import BACKENDS
-from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, Reply, ToolCall
 from harness.reporters import jobsummary
-from tests.support import CANONICAL_TASKS, TempDirTestCase
+from tests.support import CANONICAL_TASKS, InProcessAgent, TempDirTestCase
 
 GITHUB_CAP = 1024 * 1024  # GitHub drops a step's whole summary over this many bytes
 BADGE = "![eval passing](https://img.shields.io/badge/eval-passing-brightgreen)"
@@ -26,28 +24,10 @@ def same_run(line: str) -> str:
     return re.sub("run `[0-9a-f]{32}`", "run `RUN`", line)
 
 
-class ScriptedAgent:
+class ScriptedAgent(InProcessAgent):
     """An agent in this process that answers every task with the calls of its class."""
 
-    NAME = "stub"
-    SETTINGS = ()
-    PLAYS_TOOLS = True
     CALLS: tuple[ToolCall, ...] = ()
-
-    @classmethod
-    def configure(cls, sources: Any) -> None:
-        """No settings."""
-
-    def __init__(
-        self, settings: Any = None, surface: Any = None, run_id: str = "", hidden: Secrets = NO_SECRETS
-    ) -> None:
-        self.hidden = hidden
-
-    def secrets(self) -> dict[str, str]:
-        return {}
-
-    def describe(self) -> dict[str, Any]:
-        return {}
 
     def run(self, request: AgentRequest) -> Reply:
         return Reply(tool_calls=self.CALLS, text=" ".join(MARKUP))

@@ -36,7 +36,17 @@ from harness.records import AgentRequest, Reply
 from harness.schema import check, compile_schema
 from harness.taskfile import parse_task_file
 from harness.text import clip
-from tests.support import DATA, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send, send_json
+from tests.support import (
+    DATA,
+    InProcessAgent,
+    Received,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send,
+    send_json,
+)
 
 # Letters only, and none of them hex: no cut of one can turn up by chance in a hash or a run id.
 LETTERS = "ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ"
@@ -445,25 +455,8 @@ class Placeholders(unittest.TestCase):
         self.assertEqual(task_file.expanded, ("DEPLOY_TOKEN", "TEAM"))
 
 
-class BuggyAgent:
+class BuggyAgent(InProcessAgent):
     """An agent in this process whose run hits a bug that quotes a provider key: an internal error, not a reply."""
-
-    NAME = "stub"
-    SETTINGS = ()
-    PLAYS_TOOLS = True
-
-    @classmethod
-    def configure(cls, sources: Any) -> None:
-        """No settings."""
-
-    def __init__(self, settings: Any = None, surface: Any = None, run_id: str = "", *, hidden: Secrets = NO_SECRETS):
-        self.hidden = hidden
-
-    def secrets(self) -> dict[str, str]:
-        return {}
-
-    def describe(self) -> dict[str, Any]:
-        return {}
 
     def run(self, request: AgentRequest) -> Reply:
         raise RuntimeError(f"could not sign with {os.environ['OPENAI_API_KEY']}")

@@ -10,47 +10,27 @@ import json
 import os
 import tracemalloc
 import unittest
-from typing import Any
 from unittest import mock
 
 import junitparser
 
 import eval_agent
 from backends import BACKENDS
-from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, Reply, ToolCall
 from harness.reporters.jobsummary import MISSES_LISTED
-from tests.support import TempDirTestCase
+from tests.support import InProcessAgent, TempDirTestCase
 
 
-class EchoBackend:
+class EchoBackend(InProcessAgent):
     """An agent in this process that calls the expected tool at once: the harness's own cost is all there is to see."""
 
-    NAME = "stub"
-    SETTINGS = ()
-    PLAYS_TOOLS = True
     WRONG_FROM = 10**9  # task numbers from here on get a wrong call
-
-    @classmethod
-    def configure(cls, sources: Any) -> None:
-        """No settings."""
-
-    def __init__(
-        self, settings: Any = None, surface: Any = None, run_id: str = "", hidden: Secrets = NO_SECRETS
-    ) -> None:
-        self.call = ToolCall("bench.echo", {"text": "ok"})
-        self.hidden = hidden
-
-    def secrets(self) -> dict[str, str]:
-        return {}
-
-    def describe(self) -> dict[str, Any]:
-        return {}
+    CALL = ToolCall("bench.echo", {"text": "ok"})
 
     def run(self, request: AgentRequest) -> Reply:
         if int(request.task_id[1:]) >= self.WRONG_FROM:
             return Reply(tool_calls=(ToolCall("bench.other", {}),))
-        return Reply(tool_calls=(self.call,))
+        return Reply(tool_calls=(self.CALL,))
 
 
 def write_tasks(path: str, count: int) -> None:
