@@ -9,16 +9,18 @@ from __future__ import annotations
 if __name__ == "__main__":
     # Ctrl-C or a signal while the harness is still starting: exit as an interrupted run does, without a traceback.
     # _signal is built in and loaded with the interpreter; importing signal first would take an interruptible 9 ms.
-    # The handler also leaves a mark, checked once the imports are done: an exception it raises while the interpreter
-    # compiles a module can be lost.
-    _stopped_while_starting = False
+    # The handler exits at once rather than raise: nothing is written yet, and an exception raised where the importer
+    # runs a callback of its own is printed as ignored and lost.
     try:
         import _signal  # type: ignore[import-not-found]
 
+        try:
+            from posix import _exit
+        except ImportError:  # Windows
+            from nt import _exit  # type: ignore[no-redef,attr-defined]
+
         def _stop_while_starting(signum: int, frame: object) -> None:
-            global _stopped_while_starting
-            _stopped_while_starting = True
-            raise SystemExit(130)
+            _exit(130)
 
         for _signum in (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", _signal.SIGTERM)):
             if _signal.getsignal(_signum) is not _signal.SIG_IGN:  # ignored where started (nohup, `&`): it stays so
@@ -99,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         if signum not in IGNORED_WHERE_STARTED:
             signal.signal(signum, _interrupt)
+    sys.unraisablehook = _unraisable
     try:
         if name is None:
             return run(argv)
@@ -272,9 +275,14 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _unraisable(unraisable: Any) -> None:
+    # A Ctrl-C that came while the interpreter ran a callback of its own (the importer's) cannot stop it there: the run
+    # hears it through INTERRUPTED, and "Exception ignored ... KeyboardInterrupt" would only look like a crash.
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+
+
 if __name__ == "__main__":
-    if _stopped_while_starting:
-        raise SystemExit(EXIT_INTERRUPTED)
     try:
         exit_code = main()
     except KeyboardInterrupt:  # a second Ctrl-C, after main() had decided
