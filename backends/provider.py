@@ -13,7 +13,7 @@ from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentSurface, BackendError, ToolCall, ToolResult, field, record
-from harness.settings import Setting, Sources, number
+from harness.settings import Setting, Sources, choice, number
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
@@ -26,13 +26,36 @@ MAX_TOKENS = Setting(
     default=1024,
     metavar="N",
 )
-TEMPERATURE = Setting(
-    var="EVAL_TEMPERATURE",
-    flag="--temperature",
-    help="sampling temperature, 0-2",
-    read=number(float, 0.0, 2.0),
-    metavar="T",
-    shown="openai 0, anthropic unset",
+
+
+def temperature(highest: float) -> Setting:
+    """The sampling temperature, sent only when set: reasoning models refuse any."""
+    return Setting(
+        var="EVAL_TEMPERATURE",
+        flag="--temperature",
+        help=f"sampling temperature, 0-{highest:g}; sent only when set (reasoning models refuse it)",
+        read=number(float, 0.0, highest),
+        metavar="T",
+        shown="unset: not sent",
+    )
+
+
+TEMPERATURE = temperature(2.0)
+REASONING_EFFORT = Setting(
+    var="EVAL_REASONING_EFFORT",
+    flag="--reasoning-effort",
+    help="how hard a reasoning model thinks: none, minimal, low, medium, high or xhigh; sent only when set",
+    read=choice("none", "minimal", "low", "medium", "high", "xhigh"),
+    metavar="LEVEL",
+    shown="unset: not sent",
+)
+THINKING_BUDGET = Setting(
+    var="EVAL_THINKING_BUDGET",
+    flag="--thinking-budget",
+    help="the tokens a model may think with, at least 1024 and under the max tokens; sent only when set",
+    read=number(int, 1024, 1_000_000),
+    metavar="N",
+    shown="unset: not sent",
 )
 
 
@@ -70,6 +93,8 @@ class ProviderSettings:
     max_response_bytes: int
     max_tokens: int
     max_tokens_field: str = "max_tokens"  # the name the API knows the limit by
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
 
 class ProviderBackend:

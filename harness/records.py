@@ -155,11 +155,12 @@ class ConfigError(Exception):
 class BackendError(Exception):
     """The backend could not produce a valid reply; becomes an error reply."""
 
-    def __init__(self, code: str, reason: str, attempts: int = 1) -> None:
+    def __init__(self, code: str, reason: str, attempts: int = 1, *, usage: tuple[int, int] | None = None) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
         self.reason = reason
         self.attempts = attempts
+        self.usage = usage  # the tokens a reply that ended as this error cost, when the provider said
 
 
 class Unreachable(Exception):
@@ -356,13 +357,15 @@ class Reply:
     attempts: int = 1
     usage: tuple[int, int] | None = None  # provider-reported (input, output) tokens
     looping: bool = False  # still calling tools when the turn's maxSteps ran out
+    # When the provider stated the refusal (a filter or a refusal stop), its reason: "content_filter", "SAFETY"...
+    refused_by_provider: str | None = None
     # The provider's own assistant message, sent back as it came in the conversation's next request.
     native: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def failed(cls, err: BackendError) -> Reply:
         """The error reply for a backend failure."""
-        return cls(error_code=err.code, error=err.reason, attempts=err.attempts)
+        return cls(error_code=err.code, error=err.reason, attempts=err.attempts, usage=err.usage)
 
 
 @record
