@@ -6,6 +6,9 @@ class method that reads them into a settings object, a constructor `(settings, s
 BACKENDS. Keep the module's imports light: every run
 imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this
 process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
+
+A backend whose settings are all another's (openai-responses reads openai's) sets NAMED_ONLY = True: it is used only
+when EVAL_BACKEND names it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from backends.anthropic_messages import AnthropicMessagesBackend
 from backends.command_agent import CommandAgentBackend
 from backends.http_agent import HttpAgentBackend
 from backends.openai_chat import OpenAIChatBackend
+from backends.openai_responses import OpenAIResponsesBackend
 from backends.stub import StubBackend
 from harness.leaks import Secrets
 from harness.records import AgentSurface, Backend, ConfigError
@@ -38,7 +42,14 @@ class BackendClass(Protocol):
 
 BACKENDS: dict[str, BackendClass] = {
     backend.NAME: backend
-    for backend in (StubBackend, HttpAgentBackend, OpenAIChatBackend, AnthropicMessagesBackend, CommandAgentBackend)
+    for backend in (
+        StubBackend,
+        HttpAgentBackend,
+        OpenAIChatBackend,
+        OpenAIResponsesBackend,
+        AnthropicMessagesBackend,
+        CommandAgentBackend,
+    )
 }
 BACKEND = Setting(
     var="EVAL_BACKEND",
@@ -66,7 +77,12 @@ def choose(sources: Sources) -> str:
         return name
     if not given:
         return "stub"
-    candidates = [name for name in BACKENDS if all(name in readers for readers in given.values())]
+    # A backend that reads only another's settings is never the one they point to.
+    candidates = [
+        name
+        for name, backend in BACKENDS.items()
+        if not getattr(backend, "NAMED_ONLY", False) and all(name in readers for readers in given.values())
+    ]
     hinted = [name for name in candidates if any(sources.given(s) for s in BACKENDS[name].SETTINGS if s.ambient)]
     if len(candidates) == 1 or len(hinted) == 1:
         return candidates[0] if len(candidates) == 1 else hinted[0]

@@ -50,7 +50,8 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
         "an unknown backend",
         [],
         {"EVAL_BACKEND": "opneai"},
-        "EVAL_BACKEND: unknown backend 'opneai' (choose from: stub, http, openai, anthropic, command)",
+        "EVAL_BACKEND: unknown backend 'opneai'"
+        " (choose from: stub, http, openai, openai-responses, anthropic, command)",
     ),
     ("an unknown flag", ["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)"),
     ("a flag without its value", ["--gate"], {}, "argument --gate: expected one argument (see --help)"),

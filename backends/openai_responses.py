@@ -1,0 +1,149 @@
+"""The openai-responses backend: OpenAI's Responses API with function tools, stateless.
+
+Nothing is stored at OpenAI (`store: false`): each request carries the whole conversation as input items, every output
+item of a step sent back as it came (a reasoning model's reasoning items with their encrypted content, which it needs
+to go on from its calls), then a function_call_output per played-back result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.openai_chat import OpenAIChatBackend
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.provider import (
+    MAX_TOKENS,
+    MODEL,
+    REASONING_EFFORT,
+    TEMPERATURE,
+    ProviderBackend,
+    ProviderSettings,
+    result_text,
+    tokens,
+)
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
+from harness.settings import Sources
+from harness.text import blank
+
+
+class OpenAIResponsesBackend(ProviderBackend):
+    """POST {base}/responses: the system prompt as instructions, the conversation as input items, the tools as
+    functions."""
+
+    NAME = "openai-responses"
+    NAMED_ONLY = True  # its settings are the openai backend's: a model and an OpenAI key alone still mean openai
+    BASE_URL = OpenAIChatBackend.BASE_URL
+    API_KEY = OpenAIChatBackend.API_KEY
+    SETTINGS = (
+        MODEL,
+        BASE_URL,
+        API_KEY,
+        HEADERS,
+        TEMPERATURE,
+        REASONING_EFFORT,
+        MAX_TOKENS,
+        TIMEOUT,
+        RETRIES,
+        MAX_RESPONSE_BYTES,
+    )
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The providers' settings, and how hard a reasoning model thinks."""
+        return replace(super().configure(sources), reasoning_effort=sources.get(REASONING_EFFORT))
+
+    def __init__(
+        self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
+        headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
+        super().__init__(settings, surface, settings.url.rstrip("/") + "/responses", headers, hidden)
+        tools = [
+            {
+                "type": "function",
+                "name": self.names.provider(tool.name),
+                "description": tool.description,
+                "parameters": dict(tool.input_schema),
+                "strict": False,  # strict mode would refuse the schemas it cannot enforce, and fill in optional keys
+            }
+            for tool in surface.tools
+        ]
+        self.request_base = {
+            "model": settings.model,
+            **({"instructions": surface.system} if surface.system else {}),
+            **({"tools": tools, "tool_choice": "auto"} if tools else {}),
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+            "max_output_tokens": settings.max_tokens,
+            **({"reasoning": {"effort": settings.reasoning_effort}} if settings.reasoning_effort else {}),
+            **({"temperature": settings.temperature} if settings.temperature is not None else {}),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """The providers' settings fit to print, and the reasoning effort when set."""
+        settings = super().describe()
+        if self.settings.reasoning_effort is not None:
+            settings["reasoningEffort"] = self.settings.reasoning_effort
+        return settings
+
+    def run(self, request: AgentRequest) -> Reply:
+        """One response for the conversation so far; its function calls mapped back to the task file's names."""
+        items: list[Any] = []
+        for turn in (*request.history, Turn(request.prompt, request.steps)):
+            items.append({"role": "user", "content": turn.user})
+            for step in turn.steps:
+                items += step.reply.native
+                items += [
+                    {"type": "function_call_output", "call_id": result.call.call_id, "output": result_text(result)}
+                    for result in step.results
+                ]
+        return self.reply(*self.post({**self.request_base, "input": items}))
+
+    def reply(self, body: Any, attempts: int) -> Reply:
+        """A response as a Reply: its function calls, else its text or stated refusal; failed, cut short or blank, an
+        error that keeps the tokens it cost."""
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        spent = tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+        error = body.get("error")
+        if body.get("status") == "failed" or error:
+            code, message = (error.get("code"), error.get("message")) if isinstance(error, dict) else (None, None)
+            named = f" ({code})" if isinstance(code, str) and code else ""
+            named += f": {self.hidden.clip(message, 200)}" if isinstance(message, str) and message else ""
+            raise BackendError("reply:provider-error", f"the response failed{named}", attempts, usage=spent)
+        try:
+            items = body["output"]
+            raw_calls = [
+                (item["name"], item.get("arguments"), self.call_id(item.get("call_id"), "call_h"))
+                for item in items
+                if item["type"] == "function_call"
+            ]
+            parts = [part for item in items if item["type"] == "message" for part in item["content"]]
+            texts = [part["text"] for part in parts if part["type"] == "output_text"]
+            refusals = [part["refusal"] for part in parts if part["type"] == "refusal"]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise BackendError("reply:bad-provider-reply", f"not a response: no {exc}", attempts, usage=spent) from None
+        calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
+        said = ["\n".join(t for t in found if isinstance(t, str)) for found in (texts, refusals)]
+        text = next((value for value in said if not blank(value)), next(filter(None, said), None))
+        refused_by = "refusal" if refusals else None
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if not calls and body.get("status") == "incomplete":
+            if reason != "content_filter":
+                why = f"the response is incomplete ({reason or 'no reason given'}) before any function call"
+                raise BackendError("reply:truncated", why, attempts, usage=spent)
+            refused_by = "content_filter"
+        if not calls and refused_by is None and blank(text):
+            raise BackendError("reply:empty", "a blank response: no function call, no text", attempts, usage=spent)
+        # The output items as the next request must carry them: each as it came, a call under the id it is known by.
+        ids = iter(call_id for _, _, call_id in raw_calls)
+        native = [{**item, "call_id": next(ids)} if item["type"] == "function_call" else item for item in items]
+        return Reply(
+            tool_calls=tuple(calls),
+            refused=not calls,
+            text=text,
+            attempts=attempts,
+            usage=spent,
+            refused_by_provider=refused_by if not calls else None,
+            native=native,
+        )
