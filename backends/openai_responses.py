@@ -64,7 +64,8 @@ class OpenAIResponsesBackend(ProviderBackend):
                 "name": self.names.provider(tool.name),
                 "description": tool.description,
                 "parameters": dict(tool.input_schema),
-                "strict": False,  # strict mode would refuse the schemas it cannot enforce, and fill in optional keys
+                # The API's default, strict, refuses a schema with an optional key or an open object, as most have.
+                "strict": False,
             }
             for tool in surface.tools
         ]

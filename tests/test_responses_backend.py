@@ -9,10 +9,9 @@ from typing import Any
 import openai
 from openai.types.responses import Response
 
-from backends import BACKENDS
 from backends.openai_responses import OpenAIResponsesBackend
 from eval_agent import configure
-from harness.records import AgentSurface, ConfigError, Outcome, Result
+from harness.records import AgentSurface, ConfigError, Outcome, Result, Task
 from harness.running import run_task
 from harness.taskfile import load_task_file
 from tests.providers import Unlinked, openai_error, provider_name
@@ -27,6 +26,7 @@ from tests.responses_fake import (
     responses_fake,
 )
 from tests.support import (
+    CANONICAL_TASKS,
     SHIPPED_TASKS,
     LoopbackAgent,
     TempDirTestCase,
@@ -46,25 +46,27 @@ SEARCH = {"name": "imageman_asset_search", "args": {"query": "x"}}
 
 
 class ResponsesTestCase(TempDirTestCase):
-    def backend(self, fake: LoopbackAgent, system: str | None = None, tools: Any = None, **env: str) -> Any:
+    def backend(
+        self, fake: LoopbackAgent, system: str | None = None, tools: Any = None, **env: str
+    ) -> OpenAIResponsesBackend:
         """The backend a run on the fake makes, in this process, with the canonical tools unless told otherwise."""
-        _, name, settings = configure(
-            [], {"EVAL_BACKEND": NAME, "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m", **env}
-        )
-        surface = AgentSurface(load_task_file(self.tasks_file()).tools if tools is None else tools, system)
-        backend = BACKENDS[name](settings, surface, "run-1")
+        settings = configure([], {"EVAL_BACKEND": NAME, "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m", **env})[
+            2
+        ]
+        surface = AgentSurface(load_task_file(CANONICAL_TASKS).tools if tools is None else tools, system)
+        backend = OpenAIResponsesBackend(settings, surface, "run-1")
         self.addCleanup(backend.transport.close)
         return backend
 
-    def tasks_file(self) -> str:
+    def task(self, task_id: str) -> Task:
+        """A canonical task, or one of the conversation tasks the provider backends are tested on."""
         data = canonical_task_data()
         data["tasks"] += TASKS
-        return self.write_json("tasks.json", data)
+        return next(task for task in load_task_file(self.write_json("tasks.json", data)).tasks if task.id == task_id)
 
     def trial(self, respond: Any, task_id: str = "asset-get-details", **env: str) -> Result:
         """A task sent once, in this process, to the fake answering as `respond` says."""
-        tasks = {task.id: task for task in load_task_file(self.tasks_file(), {}).tasks}
-        return run_task(self.backend(self.serve(respond), **env), tasks[task_id])
+        return run_task(self.backend(self.serve(respond), **env), self.task(task_id))
 
 
 class FromTheCommandLine(ResponsesTestCase):
@@ -288,8 +290,7 @@ class Conversations(ResponsesTestCase):
         """The task sent to the fake model: its result, what the fake received, any body the SDK refuses."""
         invalid: list[str] = []
         fake = self.serve(responses_fake(policy, invalid))
-        tasks = {task.id: task for task in load_task_file(self.tasks_file(), {}).tasks}
-        return run_task(self.backend(fake), tasks[task_id]), fake.received, invalid
+        return run_task(self.backend(fake), self.task(task_id)), fake.received, invalid
 
     def test_each_step_sends_back_every_output_item_as_it_came_with_the_results(self) -> None:
         result, received, invalid = self.converse(search_then_tag, "tag-from-search")
