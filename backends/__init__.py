@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from backends.anthropic_messages import AnthropicMessagesBackend
 from backends.command_agent import CommandAgentBackend
+from backends.gemini import GeminiBackend
 from backends.http_agent import HttpAgentBackend
 from backends.openai_chat import OpenAIChatBackend
 from backends.openai_responses import OpenAIResponsesBackend
@@ -49,6 +50,7 @@ BACKENDS: dict[str, BackendClass] = {
         OpenAIResponsesBackend,
         AnthropicMessagesBackend,
         CommandAgentBackend,
+        GeminiBackend,
     )
 }
 BACKEND = Setting(

@@ -1,0 +1,255 @@
+"""The gemini backend: the Gemini API's generateContent with function declarations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from backends.gemini_schema import gemini_schema
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.provider import (
+    KEY_REJECTED,
+    MAX_TOKENS,
+    MODEL,
+    REASONING_EFFORT,
+    TEMPERATURE,
+    THINKING_BUDGET,
+    ProviderBackend,
+    ProviderSettings,
+    api_key,
+    base_url,
+)
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import (
+    AgentRequest,
+    AgentSurface,
+    BackendError,
+    ConfigError,
+    Reply,
+    Tool,
+    ToolResult,
+    Turn,
+    replace,
+)
+from harness.settings import Sources
+from harness.text import blank
+
+INTERNAL = 500  # Gemini's own advice: retry a 500 INTERNAL as a 503
+# What Gemini stopped for when it filtered the reply: a refusal the provider stated, when no call was made.
+FILTERED = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"})
+# What Gemini stopped for when the model's calls could not be read: an error, whatever else the reply holds.
+BAD_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+# Cut off before any call: by the token limit, or withheld as a recitation of its training data (no refusal).
+CUT_OFF = frozenset({"MAX_TOKENS", "RECITATION"})
+# The 400 Gemini answers to a key it does not know (its error's details name this reason).
+KEY_INVALID = "API_KEY_INVALID"
+
+
+class GeminiBackend(ProviderBackend):
+    """POST {base}/v1beta/models/{model}:generateContent: the system prompt as `systemInstruction`, the tools as
+    function declarations, each call's result sent back as a functionResponse part."""
+
+    NAME = "gemini"
+    BASE_URL = base_url("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com")
+    API_KEY = api_key("GOOGLE_API_KEY")  # the google-genai SDK's order: GOOGLE_API_KEY first, then GEMINI_API_KEY
+    GEMINI_API_KEY = replace(api_key("GEMINI_API_KEY"), help="the API key, when GOOGLE_API_KEY is not set")
+    SETTINGS = (
+        MODEL,
+        BASE_URL,
+        API_KEY,
+        GEMINI_API_KEY,
+        HEADERS,
+        TEMPERATURE,
+        MAX_TOKENS,
+        REASONING_EFFORT,
+        THINKING_BUDGET,
+        TIMEOUT,
+        RETRIES,
+        MAX_RESPONSE_BYTES,
+    )
+    RETRIED_TOO = frozenset({INTERNAL})
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The providers' settings, the key from either variable, and how hard the model thinks."""
+        settings = super().configure(sources)
+        if settings.key is None and sources.given(cls.GEMINI_API_KEY):
+            settings = replace(settings, key=sources.get(cls.GEMINI_API_KEY), key_variable=cls.GEMINI_API_KEY.var)
+        effort, effort_where = sources.text(REASONING_EFFORT)
+        budget, budget_where = sources.text(THINKING_BUDGET)
+        if effort is not None and budget is not None:
+            raise ConfigError(f"{effort_where}, {budget_where}: Gemini takes a thinking level or a budget, not both")
+        if sources.get(REASONING_EFFORT) == "none":
+            raise ConfigError(
+                f"{effort_where}: Gemini has no thinking level none (minimal, low, medium, high or xhigh); "
+                f"a model that can think less takes {THINKING_BUDGET.var}"
+            )
+        return replace(
+            settings, reasoning_effort=sources.get(REASONING_EFFORT), thinking_budget=sources.get(THINKING_BUDGET)
+        )
+
+    @classmethod
+    def schema_notes(cls, tools: Sequence[Tool]) -> list[str]:
+        """What of each tool's inputSchema is not sent to Gemini, one line per keyword."""
+        return [
+            f"{tool.name}: inputSchema{where} is not sent (Gemini's function parameters do not take it)"
+            for tool in tools
+            for where in gemini_schema(tool.name, tool.input_schema)[1]
+        ]
+
+    def __init__(
+        self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
+    ) -> None:
+        model = quote(settings.model.removeprefix("models/"), safe="")
+        url = f"{settings.url.rstrip('/')}/v1beta/models/{model}:generateContent"
+        super().__init__(settings, surface, url, {"x-goog-api-key": settings.key} if settings.key else {}, hidden)
+        self.transport.error_text = gemini_error_text
+        generation: dict[str, Any] = {"maxOutputTokens": settings.max_tokens}
+        if settings.temperature is not None:
+            generation["temperature"] = settings.temperature
+        if settings.thinking_budget is not None:
+            generation["thinkingConfig"] = {"thinkingBudget": settings.thinking_budget}
+        elif settings.reasoning_effort is not None:
+            generation["thinkingConfig"] = {"thinkingLevel": settings.reasoning_effort.upper()}
+        self.request_base: dict[str, Any] = {"generationConfig": generation}
+        if surface.system:
+            self.request_base["systemInstruction"] = {"parts": [{"text": surface.system}]}
+        if surface.tools:
+            self.request_base["tools"] = [{"functionDeclarations": [self._declaration(t) for t in surface.tools]}]
+            self.request_base["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
+
+    def _declaration(self, tool: Tool) -> dict[str, Any]:
+        declaration: dict[str, Any] = {"name": self.names.provider(tool.name)}
+        if tool.description:
+            declaration["description"] = tool.description
+        parameters = gemini_schema(tool.name, tool.input_schema)[0]
+        if parameters.get("properties") or parameters.get("type") not in ("OBJECT", None):
+            declaration["parameters"] = parameters  # Gemini refuses an object without properties: none is sent
+        return declaration
+
+    def describe(self) -> dict[str, Any]:
+        """The providers' settings, and the thinking asked for."""
+        settings = super().describe()
+        if self.settings.thinking_budget is not None:
+            settings["thinkingBudget"] = self.settings.thinking_budget
+        if self.settings.reasoning_effort is not None:
+            settings["thinkingLevel"] = self.settings.reasoning_effort
+        return settings
+
+    def run(self, request: AgentRequest) -> Reply:
+        """One generateContent for the conversation so far; its function calls mapped back to the task file's names."""
+        contents: list[Any] = []
+        for turn in (*request.history, Turn(request.prompt, request.steps)):
+            contents.append({"role": "user", "parts": [{"text": turn.user}]})
+            for step in turn.steps:
+                if step.reply.native is not None:
+                    contents.append(step.reply.native)
+                if step.results:  # one user turn answers every call of the one before, in call order
+                    calls = [part["functionCall"] for part in step.reply.native["parts"] if "functionCall" in part]
+                    parts = [_function_response(call, result) for call, result in zip(calls, step.results, strict=True)]
+                    contents.append({"role": "user", "parts": parts})
+        return self.reply(*self.post({**self.request_base, "contents": contents}))
+
+    def reply(self, body: Any, attempts: int) -> Reply:
+        """The first candidate as a Reply: its calls, else its text or stated refusal; cut off or blank, an error."""
+        usage = _usage(body.get("usageMetadata"))
+        candidates = body.get("candidates")
+        if not candidates:
+            feedback = body.get("promptFeedback")
+            blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+            if isinstance(blocked, str) and blocked:
+                reason = f"blockReason: {blocked}"
+                return Reply(refused=True, refused_by_provider=reason, attempts=attempts, usage=usage)
+            raise BackendError("reply:bad-provider-reply", "no candidates, and no blockReason", attempts, usage=usage)
+        try:
+            candidate = candidates[0]
+            content = candidate.get("content") or {}
+            parts = content.get("parts") or []
+            raw_calls = [
+                (part["functionCall"]["name"], part["functionCall"].get("args"), part["functionCall"].get("id"))
+                for part in parts
+                if "functionCall" in part
+            ]
+            texts = [part["text"] for part in parts if isinstance(part.get("text"), str) and not part.get("thought")]
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            reason = f"not a generateContent response: no {exc}"
+            raise BackendError("reply:bad-provider-reply", reason, attempts, usage=usage) from None
+        finish = candidate.get("finishReason")
+        if finish in BAD_CALLS:
+            said = candidate.get("finishMessage")
+            detail = f": {self.hidden.clip(said, 200)}" if isinstance(said, str) and said else ""
+            reason = f"the model's function call could not be used (finishReason {finish}){detail}"
+            raise BackendError("reply:bad-provider-reply", reason, attempts, usage=usage)
+        calls = [self.tool_call(name, args, self.call_id(given, "gemini_h")) for name, args, given in raw_calls]
+        text = "\n".join(texts) or None
+        if not calls and finish in CUT_OFF:
+            reason = f"the reply was cut off (finishReason {finish}) before any function call"
+            raise BackendError("reply:truncated", reason, attempts, usage=usage)
+        stated = finish if not calls and finish in FILTERED else None
+        if not calls and blank(text) and stated is None:
+            raise BackendError("reply:empty", "a blank reply: no function call, no text", attempts, usage=usage)
+        return Reply(
+            tool_calls=tuple(calls),
+            refused=not calls,
+            text=text,
+            attempts=attempts,
+            usage=usage,
+            refused_by_provider=stated,
+            native=content if parts else None,  # sent back as it came: Gemini checks each part's thoughtSignature
+        )
+
+    def _post(self, payload: Any) -> tuple[Any, int]:
+        """As every provider posts; a 400 that names the key invalid stops the run as a 401 does elsewhere."""
+        try:
+            return super()._post(payload)
+        except BackendError as err:
+            if not (
+                err.code == "reply:http-status" and err.reason.startswith("HTTP 400 ") and KEY_INVALID in err.reason
+            ):
+                raise
+            reason = f"{self.settings.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
+            self._rejected = reason
+            raise BackendError(KEY_REJECTED, reason, err.attempts) from None
+
+
+def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:
+    """A functionResponse part answering its call by name, and by id when Gemini gave the call one.
+
+    Its response must be an object: any other result is wrapped as {"result": ...}; an unscripted tool answers
+    {"error": ...}.
+    """
+    content = result.content
+    response = (
+        {"error": content} if not result.scripted else content if isinstance(content, dict) else {"result": content}
+    )
+    answer: dict[str, Any] = {"name": call.get("name"), "response": response}
+    if call.get("id"):
+        answer["id"] = call["id"]
+    return {"functionResponse": answer}
+
+
+def _usage(metadata: Any) -> tuple[int, int] | None:
+    """(input, output) tokens from usageMetadata: the model's thoughts count as output."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("promptTokenCount"), int):
+        return None
+    output = [metadata.get(key) for key in ("candidatesTokenCount", "thoughtsTokenCount")]
+    return metadata["promptTokenCount"], sum(count for count in output if isinstance(count, int))
+
+
+def gemini_error_text(body: bytes, hidden: Secrets) -> str:
+    """`: <message> (<status>, <reason>...)`: Gemini's {"error": {"message", "status", "details": [{"reason"}]}}."""
+    from backends.transport import snippet
+
+    try:
+        error = json.loads(body)["error"]
+        message = error["message"]
+    except (ValueError, KeyError, TypeError):
+        return snippet(body, hidden)
+    if not isinstance(message, str) or not message:
+        return snippet(body, hidden)
+    details = error.get("details") if isinstance(error.get("details"), list) else []
+    reasons = [detail.get("reason") for detail in details if isinstance(detail, dict)]
+    named = [name for name in (error.get("status"), *reasons) if isinstance(name, str) and name]
+    return f": {message}" + (f" ({', '.join(named)})" if named else "")
