@@ -91,6 +91,8 @@ SETTINGS = (BACKEND, *RUN_SETTINGS, MCP_HEADERS, *(s for backend in BACKENDS.val
 DECLARED = frozenset(setting.var for setting in SETTINGS)
 # The subcommands that read EVAL_ settings and a task file: they refuse an unknown variable as a run does.
 CHECKED = {"validate"}
+# What a backend does not send of a tool's inputSchema, for validate to list (the engine imports no backend).
+SCHEMA_NOTES = {name: backend.schema_notes for name, backend in BACKENDS.items() if hasattr(backend, "schema_notes")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name is None:
             return run(argv)
         subcommand = importlib.import_module(SUBCOMMANDS[name][0])
+        if name == "validate":
+            return subcommand.main(argv[1:], DECLARED, SCHEMA_NOTES)
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])
     except ConfigError as exc:
         _complain(f"{prog}: error: {exc}")

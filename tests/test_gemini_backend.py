@@ -357,6 +357,47 @@ class SchemaTranslation(unittest.TestCase):
         )
 
 
+class SchemaNotes(TempDirTestCase):
+    def test_validate_lists_what_gemini_is_not_sent_when_it_is_the_backend(self) -> None:
+        data = canonical_task_data()
+        data["tools"][1]["inputSchema"].update({"$schema": "https://json-schema.org/draft/2020-12/schema"})
+        data["tools"][1]["inputSchema"]["properties"]["assetId"]["format"] = "uuid"
+        tasks = self.write_json("t.json", data)
+        notes = [
+            "gemini: imageman.asset.get: inputSchema.properties.assetId.format is not sent "
+            "(Gemini's function parameters do not take it)",
+            "gemini: imageman.asset.get: inputSchema.$schema is not sent (Gemini's function parameters do not take it)",
+        ]
+        stdout, stderr, code = run_cli("validate", "--tasks", tasks, env=clean_env(EVAL_BACKEND="gemini"))
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual([line for line in stdout.splitlines() if line.startswith("gemini: ")], notes)
+        stdout, _, _ = run_cli("validate", "--tasks", tasks, env=clean_env())
+        self.assertNotIn("gemini", stdout)
+        data["tools"][1]["inputSchema"]["properties"]["assetId"] = {"$ref": "#"}
+        tasks = self.write_json("t.json", data)
+        _, stderr, code = run_cli("validate", "--tasks", tasks, env=clean_env(EVAL_BACKEND="gemini"))
+        self.assertEqual(
+            (stderr, code),
+            (
+                "eval_agent validate: error: tools: 'imageman.asset.get': inputSchema.properties.assetId.$ref '#' "
+                "leads back to itself; Gemini takes no recursive schema\n",
+                2,
+            ),
+        )
+
+    def test_a_recursive_schema_is_refused_before_anything_is_sent(self) -> None:
+        data = canonical_task_data()
+        data["tools"][0]["inputSchema"]["properties"]["near"] = {"$ref": "#"}
+        fake = self.serve(fake_gemini)
+        stdout, stderr, code = run_cli("--tasks", self.write_json("t.json", data), env=gemini_env(fake), cwd=self.tmp)
+        self.assertEqual((stdout, code, fake.received), ("", 2, []))
+        self.assertEqual(
+            stderr,
+            "eval_agent: error: tools: 'imageman.asset.search': inputSchema.properties.near.$ref '#' leads back to "
+            "itself; Gemini takes no recursive schema\n",
+        )
+
+
 class Conversations(TempDirTestCase):
     def setUp(self) -> None:
         super().setUp()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.conversation import UNSCRIPTED
 from harness.flags import Parser
-from harness.records import TaskFile
+from harness.records import TaskFile, Tool
 from harness.reporters.console import say
 from harness.schema import compile_schema
 from harness.settings import Sources, refuse_unknown
@@ -19,10 +19,15 @@ from harness.taskfile import read_task_file
 from harness.text import count
 
 
-def main(argv: Sequence[str], declared: Collection[str]) -> int:
+def main(
+    argv: Sequence[str],
+    declared: Collection[str],
+    schema_notes: Mapping[str, Callable[[Sequence[Tool]], list[str]]],
+) -> int:
     """Every problem at once, the coverage table, and with an MCP server the drift from its live surface.
 
     declared: every variable a setting declares; any other EVAL_ variable is refused unless a placeholder names it.
+    schema_notes: by backend, what it does not send of the tools' schemas; listed for the one EVAL_BACKEND names.
     """
     parser = Parser(
         prog="eval_agent.py validate",
@@ -50,6 +55,9 @@ def main(argv: Sequence[str], declared: Collection[str]) -> int:
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
     for warning in (*task_file.warnings, *unscripted(task_file)):
         say(f"warning: {warning}")
+    backend = os.environ.get("EVAL_BACKEND", "")
+    for note in schema_notes[backend](task_file.tools) if backend in schema_notes else []:
+        say(f"{backend}: {note}")
     per_tool, per_category = coverage(task_file)
     for line in coverage_table(per_tool, per_category):
         say(line)
