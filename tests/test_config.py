@@ -51,7 +51,7 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
         [],
         {"EVAL_BACKEND": "opneai"},
         "EVAL_BACKEND: unknown backend 'opneai'"
-        " (choose from: stub, http, openai, openai-responses, anthropic, command)",
+        " (choose from: stub, http, openai, openai-responses, anthropic, command, gemini)",
     ),
     ("an unknown flag", ["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)"),
     ("a flag without its value", ["--gate"], {}, "argument --gate: expected one argument (see --help)"),
@@ -267,25 +267,28 @@ CHOICES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("a command: command", [], {"EVAL_AGENT_CMD": sys.executable}, "command"),
     ("a model and an OpenAI key: openai", [], {"EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-1234"}, "openai"),
     ("a model and an Anthropic key: anthropic", ["--model", "m"], {"ANTHROPIC_API_KEY": "ak-1234"}, "anthropic"),
+    ("a model and a Gemini key: gemini", ["--model", "m"], {"GEMINI_API_KEY": "gk-1234"}, "gemini"),
     ("a provider's key set for other tools chooses nothing", [], {"OPENAI_API_KEY": "sk-1234"}, "stub"),
     ("and conflicts with nothing", [], {"EVAL_AGENT_URL": "http://127.0.0.1:9/run", "ANTHROPIC_API_KEY": "ak"}, "http"),
     (
         "a model alone could be either provider",
         [],
         {"EVAL_MODEL": "m"},
-        "EVAL_MODEL: read by the openai and anthropic backends alike; choose one with EVAL_BACKEND (or --backend)",
+        "EVAL_MODEL: read by the openai, anthropic and gemini backends alike;"
+        " choose one with EVAL_BACKEND (or --backend)",
     ),
     (
         "a model with both providers' keys",
         [],
         {"EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-1234", "ANTHROPIC_API_KEY": "ak-1234"},
-        "EVAL_MODEL: read by the openai and anthropic backends alike; choose one with EVAL_BACKEND (or --backend)",
+        "EVAL_MODEL: read by the openai, anthropic and gemini backends alike;"
+        " choose one with EVAL_BACKEND (or --backend)",
     ),
     (
         "a timeout alone",
         [],
         {"EVAL_TIMEOUT": "5"},
-        "EVAL_TIMEOUT: read by the http, openai, anthropic and command backends alike;"
+        "EVAL_TIMEOUT: read by the http, openai, anthropic, command and gemini backends alike;"
         " choose one with EVAL_BACKEND (or --backend)",
     ),
     (
@@ -387,7 +390,17 @@ class SettingsResolve(unittest.TestCase):
     def test_secrets_have_no_flag_so_they_show_in_no_process_list_or_history(self) -> None:
         declared = [*RUN_SETTINGS, *(setting for backend in BACKENDS.values() for setting in backend.SETTINGS)]
         secrets = {setting.var for setting in declared if setting.secret}
-        self.assertEqual(secrets, {"EVAL_AGENT_TOKEN", "EVAL_AGENT_HEADERS", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
+        self.assertEqual(
+            secrets,
+            {
+                "EVAL_AGENT_TOKEN",
+                "EVAL_AGENT_HEADERS",
+                "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "GOOGLE_API_KEY",
+                "GEMINI_API_KEY",
+            },
+        )
         self.assertEqual([setting.var for setting in declared if setting.secret and setting.flag], [])
 
     def test_secrets_stay_out_of_the_settings_repr(self) -> None:
