@@ -2,7 +2,7 @@
 
 Gemini answers 400 to a keyword outside that subset, so what it does not know is dropped (and listed by validate),
 a local $ref is written out in place, `const` becomes a one-value `enum`, and a list of types with "null" becomes
-`nullable`. Gemini's `parametersJsonSchema` would take the schema whole, but not every model reads it alike.
+`nullable`. (Gemini's `parametersJsonSchema` would take the schema whole; `parameters` is what the issue chose.)
 """
 
 from __future__ import annotations
