@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -200,7 +200,7 @@ class GeminiBackend(ProviderBackend):
             native=content if parts else None,  # sent back as it came: Gemini checks each part's thoughtSignature
         )
 
-    def _post(self, payload: Any) -> tuple[Any, int]:
+    def _post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """As every provider posts; a 400 that names the key invalid stops the run as a 401 does elsewhere."""
         try:
             return super()._post(payload)
