@@ -421,5 +421,6 @@ class Choosing(TempDirTestCase):
             configure([], {"EVAL_MODEL": "m"})
         self.assertEqual(
             str(caught.exception),
-            "EVAL_MODEL: read by the openai and anthropic backends alike; choose one with EVAL_BACKEND (or --backend)",
+            "EVAL_MODEL: read by the openai, anthropic and gemini backends alike;"
+            " choose one with EVAL_BACKEND (or --backend)",
         )
