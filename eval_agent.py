@@ -84,6 +84,10 @@ SUBCOMMANDS = {
     "tools": ("harness.subcommands.tools", "print a live MCP server's tools in the task file's format"),
     "report": ("harness.subcommands.report", "render a results file as one self-contained HTML page"),
     "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),
+    "doctor": (
+        "harness.subcommands.doctor",
+        "send a few small probes through the run's provider backend: what works, and the setting that fixes the rest",
+    ),
 }
 # Every setting declared, whoever reads it: a variable for a backend other than the one a run uses is no typo, and a
 # secret it holds is masked all the same.
@@ -110,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         subcommand = importlib.import_module(SUBCOMMANDS[name][0])
         if name == "validate":
             return subcommand.main(argv[1:], DECLARED, SCHEMA_NOTES)
+        if name == "doctor":  # the engine imports no backend: doctor is handed the registry
+            return subcommand.main(argv[1:], subcommand.Registry(BACKEND, BACKENDS, choose, SETTINGS))
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])
     except ConfigError as exc:
         _complain(f"{prog}: error: {exc}")

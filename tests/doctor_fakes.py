@@ -1,0 +1,91 @@
+"""A loopback OpenAI Chat Completions server that plays a model for doctor's probes, with quirks a test switches on.
+
+Each quirk is one that real servers have, answered in their own wording: a reasoning model that refuses temperature
+or max_tokens (OpenAI's 400s), a local server started without a tool parser (the call written as text), a server
+that makes one call per reply, Gemini's OpenAI-compatible endpoint wanting its `extra_content` back on a call, and a
+key the server rejects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.providers import openai_completion, openai_error
+from tests.support import Received, send_json
+
+QUIRKS = frozenset(
+    {
+        "refuses-temperature",
+        "refuses-max-tokens",
+        "calls-as-text",
+        "one-call-per-reply",
+        "needs-extra-content-back",
+        "rejects-key",
+    }
+)
+SIGNATURE = {"google": {"thought_signature": "c2lnbmVkIGJ5IHRoZSBmYWtl"}}
+# Gemini's OpenAI-compatible endpoint, when a call comes back without the signature it was sent with.
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance."
+)
+
+
+def doctor_fake(quirks: Collection[str]) -> Any:
+    """A model that does what each of doctor's prompts asks, as a server with these quirks does it."""
+    unknown = set(quirks) - QUIRKS
+    if unknown:
+        raise ValueError(f"no such quirk: {sorted(unknown)}")
+
+    def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+        status, body = answer(received.json, received.headers.get("Authorization", ""), quirks)
+        send_json(handler, body, status)
+
+    return respond
+
+
+def answer(request: dict[str, Any], authorization: str, quirks: Collection[str]) -> tuple[int, dict[str, Any]]:
+    """The status and body a server with these quirks sends for one request."""
+    if "rejects-key" in quirks:
+        # A gateway that quotes the key it refuses: what doctor prints must not.
+        key = authorization.removeprefix("Bearer ")
+        return openai_error(401, f"Incorrect API key provided: {key}. You can find your API key in your dashboard.")
+    if "refuses-temperature" in quirks and "temperature" in request:
+        value = json.dumps(request["temperature"])
+        message = f"Unsupported value: 'temperature' does not support {value} with this model. "
+        return openai_error(400, message + "Only the default (1) value is supported.")
+    if "refuses-max-tokens" in quirks and "max_tokens" in request:
+        message = "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        return openai_error(400, message + "Use 'max_completion_tokens' instead.")
+    messages = request["messages"]
+    if "needs-extra-content-back" in quirks:
+        for message in messages:
+            for call in message.get("tool_calls") or []:
+                if call.get("extra_content") != SIGNATURE:
+                    return openai_error(400, MISSING_SIGNATURE)
+    last = messages[-1]
+    if last["role"] == "tool":
+        return 200, openai_completion([], f"The tool returned {last['content']}.")
+    calls = wanted_calls(last["content"], names={tool["function"]["name"] for tool in request.get("tools", [])})
+    if "one-call-per-reply" in quirks:
+        calls = calls[:1]
+    if calls and "calls-as-text" in quirks:
+        # A Qwen or Hermes chat template's markup, left in the content by a server without a tool parser.
+        marked = [json.dumps({"name": call["name"], "arguments": call["args"]}) for call in calls]
+        text = "\n".join(f"<tool_call>\n{call}\n</tool_call>" for call in marked)
+        return 200, openai_completion([], text)
+    completion = openai_completion(calls, None if calls else "ready")
+    if "needs-extra-content-back" in quirks:
+        for call in completion["choices"][0]["message"].get("tool_calls", []):
+            call["extra_content"] = SIGNATURE
+    return 200, completion
+
+
+def wanted_calls(prompt: str, names: Collection[str]) -> list[dict[str, Any]]:
+    """The calls a prompt asks for, of the tools the request offers: each tool named in it, with the probe's args."""
+    args = {"doctor_echo": {"text": "ping"}, "doctor_add": {"a": 2, "b": 3}}
+    said = sorted((prompt.find(name), name) for name in names if name in prompt)
+    return [{"name": name, "args": args.get(name, {})} for _, name in said]
