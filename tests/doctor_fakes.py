@@ -13,7 +13,7 @@ from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.providers import openai_completion, openai_error
+from tests.providers import anthropic_error, anthropic_message, openai_completion, openai_error
 from tests.support import Received, send_json
 
 QUIRKS = frozenset(
@@ -26,6 +26,7 @@ QUIRKS = frozenset(
         "rejects-key",
     }
 )
+ANTHROPIC_QUIRKS = frozenset({"refuses-temperature", "one-call-per-reply", "rejects-key"})
 SIGNATURE = {"google": {"thought_signature": "c2lnbmVkIGJ5IHRoZSBmYWtl"}}
 # Gemini's OpenAI-compatible endpoint, when a call comes back without the signature it was sent with.
 MISSING_SIGNATURE = (
@@ -34,14 +35,17 @@ MISSING_SIGNATURE = (
 )
 
 
-def doctor_fake(quirks: Collection[str]) -> Any:
-    """A model that does what each of doctor's prompts asks, as a server with these quirks does it."""
-    unknown = set(quirks) - QUIRKS
+def doctor_fake(quirks: Collection[str], provider: str = "openai") -> Any:
+    """A model that does what each of doctor's prompts asks, as a server of the provider's API with these quirks."""
+    unknown = set(quirks) - (QUIRKS if provider == "openai" else ANTHROPIC_QUIRKS)
     if unknown:
-        raise ValueError(f"no such quirk: {sorted(unknown)}")
+        raise ValueError(f"no such quirk of {provider}: {sorted(unknown)}")
 
     def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
-        status, body = answer(received.json, received.headers.get("Authorization", ""), quirks)
+        if provider == "openai":
+            status, body = answer(received.json, received.headers.get("Authorization", ""), quirks)
+        else:
+            status, body = answer_anthropic(received.json, quirks)
         send_json(handler, body, status)
 
     return respond
@@ -89,3 +93,20 @@ def wanted_calls(prompt: str, names: Collection[str]) -> list[dict[str, Any]]:
     args = {"doctor_echo": {"text": "ping"}, "doctor_add": {"a": 2, "b": 3}}
     said = sorted((prompt.find(name), name) for name in names if name in prompt)
     return [{"name": name, "args": args.get(name, {})} for _, name in said]
+
+
+def answer_anthropic(request: dict[str, Any], quirks: Collection[str]) -> tuple[int, dict[str, Any]]:
+    """The status and body a Messages API server with these quirks sends for one request."""
+    if "rejects-key" in quirks:
+        return anthropic_error(401, "authentication_error", "invalid x-api-key")
+    if "refuses-temperature" in quirks and "temperature" in request:
+        # Anthropic's wording for the models that take no temperature.
+        return anthropic_error(400, "invalid_request_error", "`temperature` is deprecated for this model.")
+    last = request["messages"][-1]["content"]
+    if isinstance(last, list):
+        results = [block["content"] for block in last if block["type"] == "tool_result"]
+        return 200, anthropic_message([], f"The tool returned {results[0]}.")
+    calls = wanted_calls(last, names={tool["name"] for tool in request.get("tools", [])})
+    if "one-call-per-reply" in quirks:
+        calls = calls[:1]
+    return 200, anthropic_message(calls, None if calls else "ready")

@@ -156,6 +156,45 @@ class PlantedQuirks(DoctorTestCase):
         self.assertIn("fix: check OPENAI_BASE_URL", line_of(out, "plain reply"))
 
 
+class Anthropic(DoctorTestCase):
+    """doctor knows backends by the protocol alone: the anthropic backend is probed as the openai one is."""
+
+    def anthropic(self, *quirks: str, **env: str) -> tuple[str, str, int, LoopbackAgent]:
+        with LoopbackAgent(doctor_fake(quirks, "anthropic")) as fake:
+            settings = {"EVAL_BACKEND": "anthropic", "ANTHROPIC_BASE_URL": fake.url(""), "ANTHROPIC_API_KEY": KEY}
+            out, err, code = self.doctor_at(fake.url(""), OPENAI_BASE_URL="", OPENAI_API_KEY="", **settings, **env)
+        self.assertLessEqual(len(fake.received), MAX_PROBES)
+        return out, err, code, fake
+
+    def test_every_probe_works_against_a_messages_api_without_quirks(self) -> None:
+        out, _, code, fake = self.anthropic()
+        self.assertEqual(code, 0, out)
+        for probe in PROBES:
+            self.assertRegex(line_of(out, probe), r"^[a-z ]+: works", probe)
+        self.assertEqual(line_of(out, "settings"), "settings: works: no sampling or reasoning setting is sent")
+        self.assertEqual({received.path for received in fake.received}, {"/v1/messages"})
+
+    def test_a_claude_model_that_refuses_temperature_is_probed_again_without_it(self) -> None:
+        out, _, code, fake = self.anthropic("refuses-temperature", EVAL_TEMPERATURE="0")
+        self.assertEqual(code, 1, out)
+        line = line_of(out, "settings")
+        self.assertIn("the server refuses temperature (HTTP 400 Bad Request: `temperature` is deprecated", line)
+        self.assertIn("fix: unset EVAL_TEMPERATURE", line)
+        self.assertEqual(line_of(out, "plain reply"), "plain reply: works")
+        self.assertRegex(line_of(out, "tool result round trip"), "^tool result round trip: works")
+        self.assertNotIn("temperature", fake.received[-1].json)
+
+    def test_one_call_per_reply_is_a_note(self) -> None:
+        out, _, code, _ = self.anthropic("one-call-per-reply")
+        self.assertEqual(code, 0, out)
+        self.assertRegex(line_of(out, "parallel calls"), "^parallel calls: note: one call per reply")
+
+    def test_a_rejected_key_exits_3_naming_anthropic_api_key(self) -> None:
+        out, err, code, _ = self.anthropic("rejects-key")
+        self.assertEqual(code, 3, out + err)
+        self.assertIn("fix: set ANTHROPIC_API_KEY to a key", line_of(out, "plain reply"))
+
+
 class Settings(DoctorTestCase):
     def test_doctor_refuses_the_backends_whose_agent_it_cannot_probe_with_exit_2(self) -> None:
         cases: tuple[tuple[str, dict[str, str]], ...] = (
