@@ -3,7 +3,7 @@
 Each quirk is one that real servers have, answered in their own wording: a reasoning model that refuses temperature
 or max_tokens (OpenAI's 400s), a local server started without a tool parser (the call written as text), a server
 that makes one call per reply, Gemini's OpenAI-compatible endpoint wanting its `extra_content` back on a call, and a
-key the server rejects.
+key the server rejects; and a gateway that loses a call's arguments.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ QUIRKS = frozenset(
         "one-call-per-reply",
         "needs-extra-content-back",
         "rejects-key",
+        "drops-arguments",
     }
 )
 ANTHROPIC_QUIRKS = frozenset({"refuses-temperature", "one-call-per-reply", "rejects-key"})
@@ -76,6 +77,8 @@ def answer(request: dict[str, Any], authorization: str, quirks: Collection[str])
     calls = wanted_calls(last["content"], names={tool["function"]["name"] for tool in request.get("tools", [])})
     if "one-call-per-reply" in quirks:
         calls = calls[:1]
+    if "drops-arguments" in quirks:  # a gateway that loses them translating between APIs
+        calls = [{**call, "args": {}} for call in calls]
     if calls and "calls-as-text" in quirks:
         # A Qwen or Hermes chat template's markup, left in the content by a server without a tool parser.
         marked = [json.dumps({"name": call["name"], "arguments": call["args"]}) for call in calls]

@@ -113,6 +113,11 @@ class PlantedQuirks(DoctorTestCase):
         self.assertIn("start it with a tool parser", line)
         self.assertRegex(line_of(out, "plain reply"), "^plain reply: works")
 
+    def test_a_call_without_its_required_argument_is_a_quirk(self) -> None:
+        out, _, code, _ = self.doctor("drops-arguments")
+        self.assertEqual(code, 1, out)
+        self.assertIn("doctor_echo came without its required argument text", line_of(out, "named tool call"))
+
     def test_one_call_per_reply_is_a_note_not_a_failure(self) -> None:
         out, _, code, _ = self.doctor("one-call-per-reply")
         self.assertEqual(code, 0, out)

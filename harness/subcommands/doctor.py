@@ -258,16 +258,17 @@ class Checkup:
         self.run_id = os.urandom(16).hex()
         self.sent = 0
         self.unreachable_reason = ""
-        first = self.backend()
-        self.hidden = first.hidden  # the secrets of the environment, and the backend's own
-        self.shown = dict(first.describe())
+        self.backend = self.made()
+        self.hidden = self.backend.hidden  # the secrets of the environment, and the backend's own
+        self.shown = dict(self.backend.describe())
 
-    def backend(self) -> Any:
+    def made(self) -> Any:
+        """A backend made as a run makes it, with these settings and doctor's tool surface."""
         return self.backend_class(self.settings, SURFACE, self.run_id, hidden=self.known)
 
     def ask(self, task: Task) -> list[Reply]:
         """The replies of one probe, step by step, sent as a run sends a task."""
-        turns, _ = converse(self.backend(), task)
+        turns, _ = converse(self.backend, task)
         replies = [step.reply for turn in turns for step in turn.steps]
         self.sent += len(replies)
         return replies
@@ -307,6 +308,7 @@ class Checkup:
             if not again:
                 return [Line("plain reply", "quirk", "refused for its settings (below)"), *refused]
             self.settings = replace(self.settings, **{quirk.field: quirk.fixed})
+            self.backend = self.made()
 
     def quirks(self) -> list[Quirk]:
         """The quirks that can apply: the parameters these settings send, of the settings this backend reads."""
@@ -355,6 +357,11 @@ def calls_line(probe: str, reply: Reply, wanted: int) -> Line:
     unreadable = next((call for call in calls if call.args_error), None)
     if unreadable is not None:
         return Line(probe, "quirk", f"the call's arguments could not be read: {unreadable.args_error}")
+    required = {tool.name: tool.input_schema.get("required", ()) for tool in SURFACE.tools}
+    missing = [(call.name, key) for call in calls for key in required.get(call.name, ()) if key not in call.args]
+    if missing:
+        name, key = missing[0]
+        return Line(probe, "quirk", f"{name} came without its required argument {key}: every call would fail its task")
     shown = ", ".join(f"{call.name}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})" for call in calls)
     if wanted > 1 and len(calls) == 1:
         return Line(
