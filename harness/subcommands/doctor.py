@@ -87,7 +87,7 @@ WRITTEN_CALL = re.compile(
 TEXT_CALL_FIX = (
     "the server writes tool calls as text: start it with a tool parser (vLLM: --enable-auto-tool-choice "
     "--tool-call-parser NAME; llama.cpp: --jinja; Ollama: a model whose template takes tools); every task that "
-    "expects a call fails, and every refusal task would pass for nothing"
+    "expects a call fails, and a refusal task cannot tell a call from a refusal"
 )
 MAX_FIXES = 2  # settings refused in turn and probed again without them: with the 4 probes after, at most 6 requests
 
