@@ -216,7 +216,8 @@ def run(argv: Sequence[str]) -> int:
 
     # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
     concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
-    stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden)
+    tool_names = frozenset(tool.name for tool in task_file.tools)
+    stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)

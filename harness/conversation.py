@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.records import (
@@ -21,6 +21,7 @@ from harness.records import (
     Turn,
     replace,
 )
+from harness.textcalls import checked
 
 UNSCRIPTED = "no result scripted for {name}"
 
@@ -67,11 +68,12 @@ def echoed(result: Any, args: Mapping[str, Any]) -> Any:
     return result
 
 
-def converse(backend: Backend, task: Task) -> tuple[tuple[Turn, ...], str]:
+def converse(backend: Backend, task: Task, tools: Collection[str] = ()) -> tuple[tuple[Turn, ...], str]:
     """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
 
     A backend that plays tools gets each reply's tool results and is asked again, up to the task's maxSteps in a turn;
-    an error ends the conversation, as does a model still calling tools when its steps ran out.
+    an error ends the conversation, as does a model still calling tools when its steps ran out. A reply that wrote a
+    call as text instead of making it (tools: the task file's tool names) is an error.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
     plays = backend.PLAYS_TOOLS and task.is_conversation
@@ -84,6 +86,7 @@ def converse(backend: Backend, task: Task) -> tuple[tuple[Turn, ...], str]:
                 reply = backend.run(agent_request(task, conversation_id, turns, steps))
             except BackendError as err:
                 reply = Reply.failed(err)
+            reply = checked(reply, tools)
             if reply.error_code is not None or not plays or not reply.tool_calls:
                 steps.append(Step(reply))
                 break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import partial
 
 from harness.conversation import converse, whole_reply
@@ -20,14 +20,21 @@ WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 INTERRUPTED = threading.Event()
 
 
-def run_task(backend: Backend, task: Task, secrets: Secrets = NO_SECRETS, hidden: Secrets = NO_SECRETS) -> Result:
+def run_task(
+    backend: Backend,
+    task: Task,
+    secrets: Secrets = NO_SECRETS,
+    hidden: Secrets = NO_SECRETS,
+    tools: Collection[str] = (),
+) -> Result:
     """Send one task, turn by turn and step by step, and score the whole conversation; a BackendError ends it in error.
 
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
-    secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them.
+    secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
+    tools: the task file's tool names, which a reply may write a call of as text.
     """
     started = time.perf_counter()
-    turns, conversation_id = converse(backend, task)
+    turns, conversation_id = converse(backend, task, tools)
     duration_ms = (time.perf_counter() - started) * 1000
     reply = whole_reply(turns)
     outcome = score(task, reply, secrets)
@@ -71,6 +78,7 @@ def run_jobs(
     on_result: Callable[[Result], None],
     secrets: Secrets = NO_SECRETS,
     hidden: Secrets = NO_SECRETS,
+    tools: Collection[str] = (),
 ) -> BaseException | None:
     """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
 
@@ -82,7 +90,7 @@ def run_jobs(
     handed = 0
     stop: BaseException | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
-    run = partial(run_task, backend, secrets=secrets, hidden=hidden)
+    run = partial(run_task, backend, secrets=secrets, hidden=hidden, tools=tools)
     completed = enumerate(run(task) for task in jobs) if concurrency == 1 else _run_pool(run, jobs, concurrency)
     try:
         for index, result in completed:

@@ -1,0 +1,197 @@
+"""Tool calls a model wrote as text. A server started without a tool parser (vLLM, llama.cpp, Ollama or TGI with some
+chat templates) leaves the model's call in the reply's text, in its chat template's markup; read as text, it would be
+a refusal, and pass every refusal task. Every backend's replies pass through here, in the conversation."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from harness.records import Reply, record, replace
+from harness.text import clip
+
+CODE = "reply:tool-call-in-text"
+FIX = "start the server with a tool parser (vLLM --enable-auto-tool-choice --tool-call-parser ..., llama.cpp --jinja)"
+# Markup that chat templates write only around a tool call, each followed by the call in JSON. A call in one of them
+# counts whatever tool it names: the markup says it is a call, and a parser would have made it one.
+JSON_MARKUPS = ("<tool_call>", "<|tool_call|>", "<|python_tag|>", "[TOOL_CALLS]", "functools[")
+FUNCTION_TAG = "<function="  # Llama 3.1's <function=NAME>{...}</function>, Qwen3-Coder's <function=NAME><parameter=...
+MISTRAL_TAGS = ("[ARGS]", "[CALL_ID]")  # Mistral's v11 and later templates: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}
+# JSON values decoded at most in one reply: a decode may read to the end of the text, so this bounds the work on a
+# reply of a megabyte full of braces, while a call written where a reply starts or after a little prose is found.
+MAX_DECODES = 64
+# Characters a decode of JSON found outside a markup reads at most: a value nested 64 deep over a megabyte would be
+# read 64 times. A call outside a markup is a call only when this much holds it whole.
+BARE_WINDOW = 64 * 1024
+MAX_NAME = 128  # characters of a name written after a markup: longer is not a tool's name
+NAME_SHOWN = 80
+VALUE_START = re.compile(r"[\[{]")
+PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # as backends/toolnames.py maps a name for the providers
+SPACE = re.compile(r"\s*")
+FENCE = re.compile(r"```[A-Za-z]*\s*\Z")
+FENCE_BEFORE = 24  # characters before a JSON value that may hold the ``` (and its language) opening its block
+DECODER = json.JSONDecoder()
+
+
+@record
+class TextCall:
+    """A tool call found in a reply's text: the tool, by the task file's name when it is one, and the markup."""
+
+    tool: str
+    markup: str
+    known: bool = True
+
+
+def checked(reply: Reply, tools: Collection[str]) -> Reply:
+    """The reply; or, when it made no call and its text writes one, the error reply:tool-call-in-text."""
+    if reply.error_code is not None or reply.tool_calls or not reply.text:
+        return reply
+    call = text_call(reply.text, tools)
+    if call is None:
+        return reply
+    unknown = "" if call.known else " (not one of the task file's tools)"
+    reason = (
+        f"the reply wrote a call of {clip(call.tool, NAME_SHOWN)}{unknown} as text ({call.markup}) instead of "
+        f"calling it: {FIX}"
+    )
+    return replace(reply, refused=False, refused_by_provider=None, error_code=CODE, error=reason)
+
+
+def text_call(text: str, tools: Collection[str]) -> TextCall | None:
+    """The first tool call the text writes in a known markup, or as JSON naming one of the tools; None when none."""
+    reading = _Reading(text)
+    return reading.in_markup(tools) or reading.in_json(tools)
+
+
+class _Reading:
+    """One reply's text, read for calls, with the JSON values it may still decode."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.decodes = MAX_DECODES
+
+    def in_markup(self, tools: Collection[str]) -> TextCall | None:
+        """The first call written in a chat template's markup, of any tool."""
+        for markup in JSON_MARKUPS:
+            for start in self.after(markup):
+                name = self.markup_call(start, markup)
+                if name is not None:
+                    return _named(name, tools, f"{markup.rstrip('[')} markup")
+        for start in self.after(FUNCTION_TAG):
+            name = self.function_tag(start)
+            if name is not None:
+                return _named(name, tools, "<function=...> markup")
+        return None
+
+    def in_json(self, tools: Collection[str]) -> TextCall | None:
+        """The first JSON value, fenced or bare, that writes a call of one of the tools with its arguments."""
+        text, position = self.text, 0
+        if '"arguments"' not in text and '"parameters"' not in text:
+            return None  # no such call can be written without one of them
+        while self.decodes > 0:
+            found = VALUE_START.search(text, position)
+            if found is None:
+                return None
+            start = found.start()
+            decoded = self.decode(text[start : start + BARE_WINDOW], 0)
+            if decoded is None:
+                position = start + 1
+                continue
+            for name, has_args in _calls(decoded[0]):
+                spelled = _spelled(name, tools)
+                if has_args and spelled is not None:
+                    fenced = FENCE.search(text, max(0, start - FENCE_BEFORE), start) is not None
+                    return TextCall(spelled, "a fenced JSON block" if fenced else "bare JSON")
+            position = start + decoded[1]
+        return None
+
+    def after(self, markup: str) -> Iterator[int]:
+        """Where the text goes on after each time it writes the markup."""
+        start = self.text.find(markup)
+        while start != -1:
+            yield start + len(markup)
+            start = self.text.find(markup, start + 1)
+
+    def markup_call(self, start: int, markup: str) -> str | None:
+        """The tool a call written after the markup names: in JSON, or as Mistral's NAME[ARGS]{...}."""
+        if markup.endswith("["):
+            start -= 1  # functools[ opens the list of calls itself
+        at = self.skip_space(start)
+        if self.text.startswith(("{", "["), at):
+            decoded = self.decode(self.text, at)
+            return next((name for name, _ in _calls(decoded[0])), None) if decoded else None
+        return self.mistral_call(at) if markup == "[TOOL_CALLS]" else None
+
+    def mistral_call(self, at: int) -> str | None:
+        """The NAME of [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} (the tags between name and arguments optional)."""
+        text, end = self.text, at
+        while end < len(text) and end - at <= MAX_NAME and not text[end].isspace() and text[end] not in "[{":
+            end += 1
+        name = text[at:end]
+        if not name or len(name) > MAX_NAME:
+            return None
+        while (tag := next((tag for tag in MISTRAL_TAGS if text.startswith(tag, end)), None)) is not None:
+            end += len(tag)
+            while tag == "[CALL_ID]" and end < len(text) and text[end].isalnum():
+                end += 1
+        decoded = self.decode(text, end) if text.startswith("{", end) else None
+        return name if decoded and isinstance(decoded[0], dict) else None
+
+    def function_tag(self, start: int) -> str | None:
+        """The NAME of <function=NAME> followed by its arguments: a JSON object, <parameter=...>, or nothing."""
+        text = self.text
+        close = text.find(">", start, start + MAX_NAME + 1)
+        name = text[start:close] if close != -1 else ""
+        if not name or any(char.isspace() or char in "<\"'" for char in name):
+            return None
+        at = self.skip_space(close + 1)
+        if text.startswith(("<parameter=", "</function>"), at):
+            return name
+        decoded = self.decode(text, at) if text.startswith("{", at) else None
+        return name if decoded and isinstance(decoded[0], dict) else None
+
+    def skip_space(self, at: int) -> int:
+        space = SPACE.match(self.text, at)
+        return space.end() if space else at
+
+    def decode(self, text: str, at: int) -> tuple[Any, int] | None:
+        """The JSON value that starts at `at` and where it ends; None when none does or no decode is left."""
+        if self.decodes <= 0:
+            return None
+        self.decodes -= 1
+        try:
+            return DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):  # not JSON; or nested deeper than the interpreter recurses
+            return None
+
+
+def _calls(value: Any, depth: int = 0) -> Iterator[tuple[str, bool]]:
+    """Each call a JSON value writes, (name, whether it gives arguments or parameters): {"name", "arguments"}, a list
+    of them, OpenAI's {"function": {...}} or {"tool_calls": [...]}."""
+    if depth > 3:
+        return
+    if isinstance(value, list):
+        for item in value:
+            yield from _calls(item, depth + 1)
+    elif isinstance(value, dict):
+        name = value.get("name")
+        if isinstance(name, str) and name:
+            yield name, "arguments" in value or "parameters" in value
+        for key in ("function", "tool_calls"):
+            if isinstance(value.get(key), (dict, list)):
+                yield from _calls(value[key], depth + 1)
+
+
+def _named(name: str, tools: Collection[str], markup: str) -> TextCall:
+    """A call written in a markup: of a tool by the task file's name, or of one it does not have, named as written."""
+    spelled = _spelled(name, tools)
+    return TextCall(name, markup, known=False) if spelled is None else TextCall(spelled, markup)
+
+
+def _spelled(name: str, tools: Collection[str]) -> str | None:
+    """The task file's name for a tool name as written, as it is or as a provider knows it (dots as `_`), or None."""
+    if name in tools:
+        return name
+    return next((tool for tool in tools if PROVIDER_UNSAFE.sub("_", tool) == name), None)
