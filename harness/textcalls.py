@@ -25,7 +25,7 @@ MAX_DECODES = 64
 # Characters a decode of JSON found outside a markup reads at most: a value nested 64 deep over a megabyte would be
 # read 64 times. A call outside a markup is a call only when this much holds it whole.
 BARE_WINDOW = 64 * 1024
-MAX_NAME = 128  # characters of a name written after a markup: longer is not a tool's name
+NAME = re.compile(r"[\w./:-]{1,128}")  # a tool's name as a markup writes it: longer is not one
 NAME_SHOWN = 80
 VALUE_START = re.compile(r"[\[{]")
 PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # as backends/toolnames.py maps a name for the providers
@@ -121,36 +121,35 @@ class _Reading:
         at = self.skip_space(start)
         if self.text.startswith(("{", "["), at):
             decoded = self.decode(self.text, at)
-            return next((name for name, _ in _calls(decoded[0])), None) if decoded else None
+            calls = _calls(decoded[0]) if decoded else iter(())
+            return next((name for name, _ in calls if NAME.fullmatch(name)), None)
         return self.mistral_call(at) if markup == "[TOOL_CALLS]" else None
 
     def mistral_call(self, at: int) -> str | None:
         """The NAME of [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} (the tags between name and arguments optional)."""
-        text, end = self.text, at
-        while end < len(text) and end - at <= MAX_NAME and not text[end].isspace() and text[end] not in "[{":
-            end += 1
-        name = text[at:end]
-        if not name or len(name) > MAX_NAME:
+        text = self.text
+        name = NAME.match(text, at)
+        if name is None:
             return None
+        end = name.end()
         while (tag := next((tag for tag in MISTRAL_TAGS if text.startswith(tag, end)), None)) is not None:
             end += len(tag)
             while tag == "[CALL_ID]" and end < len(text) and text[end].isalnum():
                 end += 1
         decoded = self.decode(text, end) if text.startswith("{", end) else None
-        return name if decoded and isinstance(decoded[0], dict) else None
+        return name.group() if decoded and isinstance(decoded[0], dict) else None
 
     def function_tag(self, start: int) -> str | None:
         """The NAME of <function=NAME> followed by its arguments: a JSON object, <parameter=...>, or nothing."""
         text = self.text
-        close = text.find(">", start, start + MAX_NAME + 1)
-        name = text[start:close] if close != -1 else ""
-        if not name or any(char.isspace() or char in "<\"'" for char in name):
+        name = NAME.match(text, start)
+        if name is None or not text.startswith(">", name.end()):
             return None
-        at = self.skip_space(close + 1)
+        at = self.skip_space(name.end() + 1)
         if text.startswith(("<parameter=", "</function>"), at):
-            return name
+            return name.group()
         decoded = self.decode(text, at) if text.startswith("{", at) else None
-        return name if decoded and isinstance(decoded[0], dict) else None
+        return name.group() if decoded and isinstance(decoded[0], dict) else None
 
     def skip_space(self, at: int) -> int:
         space = SPACE.match(self.text, at)

@@ -7,6 +7,9 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from backends.stub import StubBackend
 from harness.records import Reply, ToolCall
 from harness.running import run_task
@@ -129,12 +132,23 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
     ("a markup with no call after it", "Calls are written in <tool_call> tags; [TOOL_CALLS] too. functools.", None),
     ("a markup with JSON that is not a call", '<tool_call>["imageman_asset_list"]</tool_call>', None),
     ("<function=...> followed by prose", "Write <function=imageman_asset_list> then the arguments.", None),
+    ("a markup with a name no tool has the letters of", '<tool_call>{"name": "John Doe", "arguments": {}}', None),
     ("a markup with broken JSON", '<tool_call>{"name": "imageman_asset_list", "arguments": {</tool_call>', None),
     (
         "code and JSON that are not calls",
         'def f(x): return {x: [1, 2]}\n```json\n{"parameters": {"name": "imageman.asset.list"}}\n```',
         None,
     ),
+]
+
+
+# Pieces of the shapes above, for texts made of them in any order.
+PIECES = [
+    *("<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "functools[", "[ARGS]", "[CALL_ID]"),
+    *("<function=", "<parameter=", "</function>", "```json\n", "```", "{", "}", "[", "]", ", ", ":", ">", " ", "\n"),
+    *('"name"', '"arguments"', '"parameters"', '"function"', '"tool_calls"', '"imageman_asset_list"', '"x"', "1"),
+    *("imageman_asset_list", "imageman.asset.list", "\\", '"', '{"name": "imageman.asset.list"}'),
+    '{"name": "imageman_asset_list", "arguments": {}}',
 ]
 
 
@@ -186,6 +200,18 @@ class FoundInText(TempDirTestCase):
         ]:
             with self.subTest(text[:20]):
                 self.assertIsNone(text_call(text, TOOLS))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(PIECES) | st.text(max_size=8), max_size=12).map("".join))
+    def test_any_text_made_of_markup_and_json_pieces_reads_as_a_call_or_none(self, text: str) -> None:
+        found = text_call(text, TOOLS)
+        if found is None:
+            return
+        self.assertEqual(found.known, found.tool in TOOLS)
+        self.assertRegex(found.tool, r"^[\w./:-]+$")
+        if not found.markup.endswith("markup"):
+            self.assertTrue(found.known)
+            self.assertTrue('"arguments"' in text or '"parameters"' in text)
 
     def test_a_call_after_a_long_reply_is_found(self) -> None:
         prose = "Here is what I found. " * 50_000
