@@ -61,31 +61,33 @@ def checked(reply: Reply, tools: Collection[str]) -> Reply:
 
 def text_call(text: str, tools: Collection[str]) -> TextCall | None:
     """The first tool call the text writes in a known markup, or as JSON naming one of the tools; None when none."""
-    reading = _Reading(text)
-    return reading.in_markup(tools) or reading.in_json(tools)
+    reading = _Reading(text, tools)
+    return reading.in_markup() or reading.in_json()
 
 
 class _Reading:
-    """One reply's text, read for calls, with the JSON values it may still decode."""
+    """One reply's text, read for calls of the tools, with the JSON values it may still decode."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, tools: Collection[str]) -> None:
         self.text = text
+        self.tools = tools
         self.decodes = MAX_DECODES
+        self.names: dict[str, str] | None = None  # each tool by its name as written, made when a call names one
 
-    def in_markup(self, tools: Collection[str]) -> TextCall | None:
+    def in_markup(self) -> TextCall | None:
         """The first call written in a chat template's markup, of any tool."""
         for markup in JSON_MARKUPS:
             for start in self.after(markup):
                 name = self.markup_call(start, markup)
                 if name is not None:
-                    return _named(name, tools, f"{markup.rstrip('[')} markup")
+                    return self.named(name, f"{markup.rstrip('[')} markup")
         for start in self.after(FUNCTION_TAG):
             name = self.function_tag(start)
             if name is not None:
-                return _named(name, tools, "<function=...> markup")
+                return self.named(name, "<function=...> markup")
         return None
 
-    def in_json(self, tools: Collection[str]) -> TextCall | None:
+    def in_json(self) -> TextCall | None:
         """The first JSON value, fenced or bare, that writes a call of one of the tools with its arguments."""
         text, position = self.text, 0
         if '"arguments"' not in text and '"parameters"' not in text:
@@ -100,12 +102,23 @@ class _Reading:
                 position = start + 1
                 continue
             for name, has_args in _calls(decoded[0]):
-                spelled = _spelled(name, tools)
-                if has_args and spelled is not None:
+                if has_args and (spelled := self.spelled(name)) is not None:
                     fenced = FENCE.search(text, max(0, start - FENCE_BEFORE), start) is not None
                     return TextCall(spelled, "a fenced JSON block" if fenced else "bare JSON")
             position = start + decoded[1]
         return None
+
+    def named(self, name: str, markup: str) -> TextCall:
+        """A call written in a markup: of a tool by the task file's name, or of one it does not have, as written."""
+        spelled = self.spelled(name)
+        return TextCall(name, markup, known=False) if spelled is None else TextCall(spelled, markup)
+
+    def spelled(self, name: str) -> str | None:
+        """The task file's name for a tool's name as written, as it is or as the providers see it (dots as `_`)."""
+        if self.names is None:
+            self.names = {PROVIDER_UNSAFE.sub("_", tool): tool for tool in self.tools}
+            self.names.update((tool, tool) for tool in self.tools)
+        return self.names.get(name)
 
     def after(self, markup: str) -> Iterator[int]:
         """Where the text goes on after each time it writes the markup."""
@@ -181,16 +194,3 @@ def _calls(value: Any, depth: int = 0) -> Iterator[tuple[str, bool]]:
         for key in ("function", "tool_calls"):
             if isinstance(value.get(key), (dict, list)):
                 yield from _calls(value[key], depth + 1)
-
-
-def _named(name: str, tools: Collection[str], markup: str) -> TextCall:
-    """A call written in a markup: of a tool by the task file's name, or of one it does not have, named as written."""
-    spelled = _spelled(name, tools)
-    return TextCall(name, markup, known=False) if spelled is None else TextCall(spelled, markup)
-
-
-def _spelled(name: str, tools: Collection[str]) -> str | None:
-    """The task file's name for a tool name as written, as it is or as a provider knows it (dots as `_`), or None."""
-    if name in tools:
-        return name
-    return next((tool for tool in tools if PROVIDER_UNSAFE.sub("_", tool) == name), None)
