@@ -48,7 +48,8 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
     ),
     (
         "Qwen3-Coder (<tool_call><function=NAME><parameter=KEY>)",
-        "<tool_call>\n<function=imageman_asset_list>\n<parameter=path>\n/launch\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=imageman_asset_list>\n<parameter=path>\n/launch\n</parameter>\n"
+        "</function>\n</tool_call>",
         TextCall(LIST, "<function=...> markup"),
     ),
     (
