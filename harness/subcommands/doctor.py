@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from harness import textcalls
 from harness.conversation import converse
 from harness.endpoints import environment_secrets
 from harness.flags import Parser
@@ -39,7 +40,6 @@ from harness.text import clip
 from harness.verdict import EXIT_GATE_FAILED, EXIT_GATE_MET, UNREACHABLE
 
 Verdict = Literal["works", "note", "quirk", "unreachable"]
-TEXT_CALL = "reply:tool-call-in-text"  # harness/textcalls.py's code, for a call the model wrote as text
 SURFACE = AgentSurface(
     tools=(
         Tool(
@@ -63,6 +63,7 @@ SURFACE = AgentSurface(
     ),
     system="You are being checked by a test harness. Do exactly what the user asks, using the tools when asked.",
 )
+TOOL_NAMES = frozenset(tool.name for tool in SURFACE.tools)
 PLAIN = Task("doctor-plain", "doctor", "Reply with the single word: ready. Do not call any tool.", ExpectRefusal())
 # A call, its scripted result played back (the call's own text), and the reply that takes it: at most two requests.
 NAMED = Task(
@@ -78,11 +79,6 @@ PARALLEL = Task(
     "doctor",
     'Call both tools at once, in this one reply: doctor_echo with text "ping", and doctor_add with a = 2 and b = 3.',
     ExpectTrajectory((ExpectTool("doctor_echo", ("text",)), ExpectTool("doctor_add", ("a", "b"))), "any-order"),
-)
-# What a model writes when it puts a call to one of doctor's tools in its text: the name as a JSON string or in a
-# template's markup. Only needed until harness/textcalls.py says so with TEXT_CALL.
-WRITTEN_CALL = re.compile(
-    r"""["']doctor_(?:echo|add)["']|<function=doctor_|<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>"""
 )
 TEXT_CALL_FIX = (
     "the server writes tool calls as text: start it with a tool parser (vLLM: --enable-auto-tool-choice "
@@ -268,7 +264,7 @@ class Checkup:
 
     def ask(self, task: Task) -> list[Reply]:
         """The replies of one probe, step by step, sent as a run sends a task."""
-        turns, _ = converse(self.backend, task)
+        turns, _ = converse(self.backend, task, TOOL_NAMES)
         replies = [step.reply for turn in turns for step in turn.steps]
         self.sent += len(replies)
         return replies
@@ -347,9 +343,7 @@ class Checkup:
 
 def calls_line(probe: str, reply: Reply, wanted: int) -> Line:
     """What a reply asked for `wanted` structured calls says of the server: they came, or the quirk."""
-    if reply.error_code == TEXT_CALL or (
-        reply.error_code is None and not reply.tool_calls and WRITTEN_CALL.search(reply.text or "")
-    ):
+    if reply.error_code == textcalls.CODE:
         return Line(probe, "quirk", TEXT_CALL_FIX)
     if reply.error_code is not None:
         return Line(probe, "quirk", failed(reply))
