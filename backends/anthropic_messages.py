@@ -9,16 +9,28 @@ from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.provider import (
     MAX_TOKENS,
     MODEL,
-    TEMPERATURE,
+    THINKING_BUDGET,
     ProviderBackend,
     ProviderSettings,
     api_key,
     base_url,
     result_text,
+    temperature,
     tokens,
 )
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tool, ToolResult, Turn
+from harness.records import (
+    AgentRequest,
+    AgentSurface,
+    BackendError,
+    ConfigError,
+    Reply,
+    Tool,
+    ToolResult,
+    Turn,
+    replace,
+)
+from harness.settings import Sources
 from harness.text import blank
 
 API_VERSION = "2023-06-01"
@@ -31,8 +43,39 @@ class AnthropicMessagesBackend(ProviderBackend):
     NAME = "anthropic"
     BASE_URL = base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
     API_KEY = api_key("ANTHROPIC_API_KEY")
-    SETTINGS = (MODEL, BASE_URL, API_KEY, HEADERS, TEMPERATURE, MAX_TOKENS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+    TEMPERATURE = temperature(1.0)
+    SETTINGS = (
+        MODEL,
+        BASE_URL,
+        API_KEY,
+        HEADERS,
+        TEMPERATURE,
+        THINKING_BUDGET,
+        MAX_TOKENS,
+        TIMEOUT,
+        RETRIES,
+        MAX_RESPONSE_BYTES,
+    )
     RETRIED_TOO = frozenset({OVERLOADED})
+
+    @classmethod
+    def configure(cls, sources: Sources) -> ProviderSettings:
+        """The providers' settings and the thinking budget, which the API takes only under the max tokens and with
+        no temperature but 1."""
+        settings = replace(super().configure(sources), thinking_budget=sources.get(THINKING_BUDGET))
+        budget = settings.thinking_budget
+        if budget is not None:
+            where = sources.text(THINKING_BUDGET)[1]
+            if budget >= settings.max_tokens:
+                limit = sources.text(MAX_TOKENS)[1]
+                raise ConfigError(
+                    f"{where}: {budget} must be under {limit} ({settings.max_tokens}): Anthropic requires it"
+                )
+            if settings.temperature not in (None, 1):
+                raise ConfigError(
+                    f"{sources.text(cls.TEMPERATURE)[1]}: with {where} set, Anthropic takes only 1; leave it unset"
+                )
+        return settings
 
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
@@ -45,7 +88,18 @@ class AnthropicMessagesBackend(ProviderBackend):
             **({"tools": [self._tool(tool) for tool in surface.tools]} if surface.tools else {}),
             **({"system": surface.system} if surface.system else {}),
             **({"temperature": settings.temperature} if settings.temperature is not None else {}),
+            **(
+                {"thinking": {"type": "enabled", "budget_tokens": settings.thinking_budget}}
+                if settings.thinking_budget is not None
+                else {}
+            ),
         }
+        hints = {
+            "temperature": f"unset {self.TEMPERATURE.var}; this model takes no temperature",
+            "thinking": f"unset {THINKING_BUDGET.var}; this model does not think",
+            "max_tokens": f"lower {MAX_TOKENS.var}",
+        }
+        self.hints = {name: hint for name, hint in hints.items() if name in self.request_base}
 
     def _tool(self, tool: Tool) -> dict[str, object]:
         return {

@@ -9,6 +9,7 @@ from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.provider import (
     MAX_TOKENS,
     MODEL,
+    REASONING_EFFORT,
     TEMPERATURE,
     ProviderBackend,
     ProviderSettings,
@@ -46,6 +47,7 @@ class OpenAIChatBackend(ProviderBackend):
         API_KEY,
         HEADERS,
         TEMPERATURE,
+        REASONING_EFFORT,
         MAX_TOKENS,
         MAX_TOKENS_FIELD,
         TIMEOUT,
@@ -55,8 +57,12 @@ class OpenAIChatBackend(ProviderBackend):
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:
-        """The providers' settings, and the name the server knows the token limit by."""
-        return replace(super().configure(sources), max_tokens_field=sources.get(MAX_TOKENS_FIELD))
+        """The providers' settings, the name the server knows the token limit by, and the reasoning effort."""
+        return replace(
+            super().configure(sources),
+            max_tokens_field=sources.get(MAX_TOKENS_FIELD),
+            reasoning_effort=sources.get(REASONING_EFFORT),
+        )
 
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
@@ -77,9 +83,20 @@ class OpenAIChatBackend(ProviderBackend):
                 for tool in surface.tools
             ],
             "tool_choice": "auto",
-            "temperature": settings.temperature if settings.temperature is not None else 0,
             settings.max_tokens_field: settings.max_tokens,
+            **({"temperature": settings.temperature} if settings.temperature is not None else {}),
+            **({"reasoning_effort": settings.reasoning_effort} if settings.reasoning_effort is not None else {}),
         }
+        field = settings.max_tokens_field
+        hints = {
+            "temperature": f"unset {TEMPERATURE.var}; this model takes no temperature",
+            "reasoning_effort": f"unset {REASONING_EFFORT.var}, or choose a level this model takes",
+            field: f"{MAX_TOKENS_FIELD.var}=max_completion_tokens"
+            if field == "max_tokens"
+            else f"lower {MAX_TOKENS.var}, or {MAX_TOKENS_FIELD.var}=max_tokens on a server that knows only that name",
+            "tool_choice": "tool_choice auto goes with the task file's tools: this model or server may take no tools",
+        }
+        self.hints = {name: hint for name, hint in hints.items() if name in self.request_base}
 
     def run(self, request: AgentRequest) -> Reply:
         """One completion for the conversation so far; its tool calls mapped back to the task file's names."""

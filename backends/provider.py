@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,13 @@ from harness.settings import Setting, Sources, choice, number
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
+# What a 4xx other than 401 and 403 says when the key or the account is the problem: a gateway (LiteLLM: "No connected
+# db", when its key store is missing) or a provider (Gemini: "API key not valid") may answer 400 for it.
+KEY_PROBLEM = re.compile(
+    r"invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api[ _-]?key|api key not valid|no connected db|authentication",
+    re.IGNORECASE,
+)
+STATUS = re.compile(r"HTTP (4\d\d)\b")
 MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
 MAX_TOKENS = Setting(
     var="EVAL_MAX_TOKENS",
@@ -33,10 +41,10 @@ def temperature(highest: float) -> Setting:
     return Setting(
         var="EVAL_TEMPERATURE",
         flag="--temperature",
-        help=f"sampling temperature, 0-{highest:g}; sent only when set (reasoning models refuse it)",
+        help=f"sampling temperature, 0-{highest:g}",
         read=number(float, 0.0, highest),
         metavar="T",
-        shown="unset: not sent",
+        shown="unset: not sent (reasoning models refuse it)",
     )
 
 
@@ -105,6 +113,7 @@ class ProviderBackend:
     BASE_URL: Setting
     API_KEY: Setting
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
+    TEMPERATURE = TEMPERATURE  # the range this provider takes
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:
@@ -116,7 +125,7 @@ class ProviderBackend:
             key_variable=cls.API_KEY.var,
             model=model,
             headers=sources.get(HEADERS),
-            temperature=sources.get(TEMPERATURE),
+            temperature=sources.get(cls.TEMPERATURE),
             timeout=sources.get(TIMEOUT),
             retries=sources.get(RETRIES),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
@@ -138,6 +147,7 @@ class ProviderBackend:
         self._first_lock = threading.Lock()
         self._first_done = False
         self._rejected: str | None = None
+        self.hints: Mapping[str, str] = {}  # each parameter sent that a setting controls -> the hint a 400 names
         self.surface = surface
         self.settings = settings
         self.hidden = hidden | Secrets(self.secrets()) | Secrets(query_values([settings.url], self.BASE_URL.var))
@@ -171,9 +181,12 @@ class ProviderBackend:
             "timeout": transport.timeout,
             "retries": transport.retries,
         }
-        if self.settings.temperature is not None:
-            settings["temperature"] = self.settings.temperature
-        return settings
+        sent = {
+            "temperature": self.settings.temperature,
+            "reasoningEffort": self.settings.reasoning_effort,
+            "thinkingBudget": self.settings.thinking_budget,
+        }
+        return {**settings, **{name: value for name, value in sent.items() if value is not None}}
 
     def post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The provider's decoded reply and the attempts it took; a rejected key becomes the error that stops a run."""
@@ -193,10 +206,13 @@ class ProviderBackend:
         try:
             body, attempts = self.transport.post_json(payload)
         except BackendError as err:
-            if err.code == "reply:auth":
+            status = STATUS.match(err.reason) if err.code == "reply:http-status" else None
+            if err.code == "reply:auth" or (status and KEY_PROBLEM.search(err.reason)):
                 reason = f"{self.settings.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
                 self._rejected = reason
                 raise BackendError(KEY_REJECTED, reason, err.attempts) from None
+            if status and status[1] == "400":
+                err.reason += parameter_hint(err.reason, self.hints)
             raise
         if not isinstance(body, dict):
             raise BackendError(
@@ -234,6 +250,19 @@ def result_text(result: ToolResult) -> str:
 def tokens(given: Any, received: Any) -> tuple[int, int] | None:
     """(input, output) tokens as the provider reported them, when it did."""
     return (given, received) if isinstance(given, int) and isinstance(received, int) else None
+
+
+def parameter_hint(message: str, sent: Mapping[str, str]) -> str:
+    """` (hint: ...)` for the parameter we sent that an error message names first, or nothing when it names none.
+
+    sent: each parameter the request carried that a setting controls, as the API names it -> what to do about it.
+    """
+    named = [
+        (found.start(), hint)
+        for parameter, hint in sent.items()
+        if (found := re.search(rf"(?<![\w.]){re.escape(parameter)}(?!\w)", message, re.IGNORECASE))
+    ]
+    return f" (hint: {min(named)[1]})" if named else ""
 
 
 def provider_error_text(body: bytes, hidden: Secrets) -> str:

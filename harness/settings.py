@@ -112,11 +112,15 @@ class Described:
     variables: tuple[str, ...]
     default: str
     readers: tuple[str, ...]  # backends' names; empty for the run's own settings
+    # Each help the setting is declared with, and who reads it so, where backends declare it differently (a range)
+    helps: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def meaning(self) -> str:
         """`http, openai: the largest reply read`: who reads it, then what it is, and whether it is a secret."""
         secret = " (a secret: never printed or written)" if self.setting.secret else ""
+        if len(self.helps) > 1:
+            return "; ".join(f"{', '.join(readers)}: {text}" for text, readers in self.helps) + secret
         readers = f"{', '.join(self.readers)}: " if self.readers else ""
         return f"{readers}{self.setting.help}{secret}"
 
@@ -128,6 +132,7 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
     """
     settings: dict[str, list[Setting]] = {}
     readers: dict[str, list[str]] = {}
+    helps: dict[str, dict[str, list[str]]] = {}
     for who, declared in groups.items():
         for setting in declared:
             key = setting.flag or setting.var
@@ -135,6 +140,7 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
                 settings[key].append(setting)
             if who and who not in readers.setdefault(key, []):
                 readers[key].append(who)
+                helps.setdefault(key, {}).setdefault(setting.help, []).append(who)
     found = []
     for key, same in settings.items():
         defaults = {setting.default_text for setting in same}
@@ -144,6 +150,7 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
                 tuple(dict.fromkeys(setting.var for setting in same)),
                 defaults.pop() if len(defaults) == 1 else "",
                 tuple(readers.get(key, ())),
+                tuple((text, tuple(who)) for text, who in helps.get(key, {}).items()),
             )
         )
     return found

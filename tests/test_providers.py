@@ -106,13 +106,8 @@ class OpenAI(ProviderTestCase):
         fake = self.serve(fake_openai)
         self.run_openai(fake)
         body = fake.received[0].json
-        self.assertEqual(
-            set(body), {"model", "messages", "tools", "tool_choice", "temperature", "max_completion_tokens"}
-        )
-        self.assertEqual(
-            (body["model"], body["tool_choice"], body["temperature"], body["max_completion_tokens"]),
-            ("m", "auto", 0, 1024),
-        )
+        self.assertEqual(set(body), {"model", "messages", "tools", "tool_choice", "max_completion_tokens"})
+        self.assertEqual((body["model"], body["tool_choice"], body["max_completion_tokens"]), ("m", "auto", 1024))
         self.assertEqual(body["messages"], [{"role": "user", "content": canonical_task_data()["tasks"][0]["prompt"]}])
         self.assertEqual(
             body["tools"],

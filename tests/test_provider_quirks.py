@@ -1,0 +1,142 @@
+"""The openai and anthropic backends on today's models: settings sent only when set, hints for the 400s they cause,
+refusals the provider states, what the server sent going back as it came, and the tokens of every reply."""
+
+from __future__ import annotations
+
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from backends.provider import parameter_hint
+from harness.records import ConfigError
+from harness.running import run_task
+from tests.providers import anthropic_error, fake_openai, openai_error
+from tests.support import Received, backend_for, canonical_task, send_json
+from tests.test_providers import ALL_PASS, ProviderTestCase, scripted
+
+# The 400s the providers send for a parameter a model does not take, as they word them.
+NO_TEMPERATURE = "Unsupported parameter: 'temperature' is not supported with this model."
+NO_TEMPERATURE_BUT_ONE = (
+    "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported."
+)
+NO_MAX_TOKENS = (
+    "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+)
+NO_EFFORT = (
+    "Unsupported value: 'reasoning_effort' does not support 'none' with this model."
+    " Supported values are: 'minimal', 'low', 'medium', and 'high'."
+)
+THINKING_TEMPERATURE = (
+    "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at"
+    " https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking"
+)
+NO_THINKING = "'claude-3-5-haiku-20241022' does not support thinking."
+
+
+def reasoning_model(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """An OpenAI reasoning model: any temperature, or the old token limit's name, is a 400; else fake_openai."""
+    for name, message in [("temperature", NO_TEMPERATURE_BUT_ONE), ("max_tokens", NO_MAX_TOKENS)]:
+        if name in received.json:
+            status, body = openai_error(400, message)
+            body["error"].update(param=name, code="unsupported_value")
+            send_json(handler, body, status)
+            return
+    fake_openai(received, handler)
+
+
+class SentOnlyWhenSet(ProviderTestCase):
+    def first_body(self, provider: str, **env: str) -> dict[str, Any]:
+        respond = scripted((400, {"error": {"message": "no"}}))
+        fake = self.serve(respond)
+        base = {"openai": ("OPENAI_BASE_URL", "/v1"), "anthropic": ("ANTHROPIC_BASE_URL", "")}[provider]
+        backend = backend_for({"EVAL_BACKEND": provider, base[0]: fake.url(base[1]), "EVAL_MODEL": "m", **env})
+        self.addCleanup(backend.transport.close)
+        run_task(backend, canonical_task("safety-leak-secrets"))
+        body: dict[str, Any] = fake.received[-1].json
+        return body
+
+    def test_no_sampling_or_reasoning_setting_is_sent_unless_set(self) -> None:
+        for provider in ("openai", "anthropic"):
+            with self.subTest(provider):
+                body = self.first_body(provider)
+                unset = {"temperature", "reasoning_effort", "thinking", "top_p"} & set(body)
+                self.assertEqual(unset, set())
+
+    def test_each_setting_is_sent_as_the_provider_names_it_when_set(self) -> None:
+        openai = self.first_body("openai", EVAL_TEMPERATURE="0", EVAL_REASONING_EFFORT="low")
+        self.assertEqual((openai["temperature"], openai["reasoning_effort"]), (0, "low"))
+        anthropic = self.first_body("anthropic", EVAL_THINKING_BUDGET="2048", EVAL_MAX_TOKENS="4096")
+        self.assertEqual(anthropic["thinking"], {"type": "enabled", "budget_tokens": 2048})
+        self.assertEqual(anthropic["max_tokens"], 4096)
+        self.assertEqual(self.first_body("anthropic", EVAL_TEMPERATURE="0.5")["temperature"], 0.5)
+
+    def test_each_backend_validates_the_settings_it_reads(self) -> None:
+        openai = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "EVAL_MODEL": "m"}
+        anthropic = {"EVAL_BACKEND": "anthropic", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "EVAL_MODEL": "m"}
+        cases = [
+            ("anthropic's temperature is 0-1", {**anthropic, "EVAL_TEMPERATURE": "1.5"},
+             "EVAL_TEMPERATURE: expected a number from 0.0 to 1.0, got '1.5'"),
+            ("a thinking budget under the max tokens", {**anthropic, "EVAL_THINKING_BUDGET": "2048"},
+             "EVAL_THINKING_BUDGET: 2048 must be under EVAL_MAX_TOKENS (1024): Anthropic requires it"),
+            ("thinking takes a temperature of 1 only",
+             {**anthropic, "EVAL_THINKING_BUDGET": "1024", "EVAL_MAX_TOKENS": "2048", "EVAL_TEMPERATURE": "0"},
+             "EVAL_TEMPERATURE: with EVAL_THINKING_BUDGET set, Anthropic takes only 1; leave it unset"),
+            ("openai does not think with a budget", {**openai, "EVAL_THINKING_BUDGET": "2048"},
+             "EVAL_THINKING_BUDGET: set, but the openai backend does not read it"),
+            ("anthropic takes no reasoning effort", {**anthropic, "EVAL_REASONING_EFFORT": "low"},
+             "EVAL_REASONING_EFFORT: set, but the anthropic backend does not read it"),
+        ]  # fmt: skip
+        for name, env, message in cases:
+            with self.subTest(name):
+                with self.assertRaises(ConfigError) as caught:
+                    backend_for(env)
+                self.assertEqual(str(caught.exception), message)
+        backend = backend_for({**openai, "EVAL_TEMPERATURE": "1.5"})
+        self.addCleanup(backend.transport.close)
+        self.assertEqual(backend.describe()["temperature"], 1.5)
+
+    def test_a_reasoning_model_that_refuses_any_temperature_passes_with_no_setting(self) -> None:
+        fake = self.serve(reasoning_model)
+        stdout, stderr, code = self.run_openai(fake)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertTrue(stdout.splitlines()[-1].startswith(ALL_PASS))
+        self.assertEqual(len(fake.received), 10)
+
+
+class Hints(ProviderTestCase):
+    def test_a_400_naming_a_parameter_we_sent_names_the_setting_behind_it(self) -> None:
+        cases = [
+            ("openai", {"EVAL_TEMPERATURE": "0"}, openai_error(400, NO_TEMPERATURE),
+             f"HTTP 400 Bad Request: {NO_TEMPERATURE} (hint: unset EVAL_TEMPERATURE; this model takes no temperature)"),
+            ("openai", {"EVAL_TEMPERATURE": "0"}, openai_error(400, NO_TEMPERATURE_BUT_ONE),
+             f"HTTP 400 Bad Request: {NO_TEMPERATURE_BUT_ONE}"
+             " (hint: unset EVAL_TEMPERATURE; this model takes no temperature)"),
+            ("openai", {"EVAL_MAX_TOKENS_FIELD": "max_tokens"}, openai_error(400, NO_MAX_TOKENS),
+             f"HTTP 400 Bad Request: {NO_MAX_TOKENS} (hint: EVAL_MAX_TOKENS_FIELD=max_completion_tokens)"),
+            ("openai", {"EVAL_REASONING_EFFORT": "none"}, openai_error(400, NO_EFFORT),
+             f"HTTP 400 Bad Request: {NO_EFFORT}"
+             " (hint: unset EVAL_REASONING_EFFORT, or choose a level this model takes)"),
+            ("anthropic", {"EVAL_THINKING_BUDGET": "1024", "EVAL_MAX_TOKENS": "2048"},
+             anthropic_error(400, "invalid_request_error", NO_THINKING),
+             f"HTTP 400 Bad Request: {NO_THINKING} (hint: unset EVAL_THINKING_BUDGET; this model does not think)"),
+            ("anthropic", {"EVAL_TEMPERATURE": "1"},
+             anthropic_error(400, "invalid_request_error", THINKING_TEMPERATURE),
+             f"HTTP 400 Bad Request: {THINKING_TEMPERATURE}"
+             " (hint: unset EVAL_TEMPERATURE; this model takes no temperature)"),
+        ]  # fmt: skip
+        for provider, env, reply, reason in cases:
+            with self.subTest(reason):
+                result = self.trial(provider, scripted(reply), **env)
+                self.assertEqual((result.outcome.code, result.outcome.reason), ("reply:http-status", reason))
+
+    def test_a_400_about_a_parameter_we_did_not_send_gets_no_hint(self) -> None:
+        result = self.trial("openai", scripted(openai_error(400, NO_TEMPERATURE)))
+        self.assertEqual(result.outcome.reason, f"HTTP 400 Bad Request: {NO_TEMPERATURE}")
+
+    def test_the_hint_is_for_the_parameter_the_message_names_first(self) -> None:
+        sent = {"max_tokens": "lower EVAL_MAX_TOKENS", "thinking": "unset EVAL_THINKING_BUDGET"}
+        message = "`max_tokens` must be greater than `thinking.budget_tokens`."
+        self.assertEqual(parameter_hint(message, sent), " (hint: lower EVAL_MAX_TOKENS)")
+        self.assertEqual(parameter_hint("Invalid 'max_tokens_x'", sent), "")
+        self.assertEqual(
+            parameter_hint("Thinking may not be enabled here", sent), " (hint: unset EVAL_THINKING_BUDGET)"
+        )
