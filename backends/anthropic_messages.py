@@ -151,6 +151,7 @@ class AnthropicMessagesBackend(ProviderBackend):
             text=text,
             attempts=attempts,
             usage=tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+            refused_by_provider="refusal" if not calls and stop_reason == "refusal" else None,
             native=_assistant_content(blocks, iter(call_id for _, _, call_id in uses)),
         )
 

@@ -23,8 +23,6 @@ from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Tur
 from harness.settings import Setting, Sources, choice
 from harness.text import blank
 
-# A completion that stopped for these before any tool call was cut short: no answer, not a refusal.
-CUT_SHORT = ("length", "content_filter")
 MAX_TOKENS_FIELD = Setting(
     var="EVAL_MAX_TOKENS_FIELD",
     flag="--max-tokens-field",
@@ -129,13 +127,18 @@ class OpenAIChatBackend(ProviderBackend):
         content, refusal = message.get("content"), message.get("refusal")
         said = [value for value in (content, refusal) if isinstance(value, str) and value]
         text = next((value for value in said if not blank(value)), said[0] if said else None)
-        if not calls and choice.get("finish_reason") == "tool_calls":
+        finish_reason = choice.get("finish_reason")
+        # The provider's own word that it refused: the message's refusal, or a content filter (through LiteLLM, also
+        # Claude's refusal stop), its text kept; with no call, a refusal whatever the text, never a blank reply.
+        stated = "refusal" if isinstance(refusal, str) and refusal else None
+        stated = stated or ("content_filter" if finish_reason == "content_filter" else None)
+        if not calls and not stated and finish_reason == "tool_calls":
             reason = "finish_reason tool_calls, but the message has no tool_calls"
             raise BackendError("reply:bad-provider-reply", reason, attempts)
-        if not calls and choice.get("finish_reason") in CUT_SHORT:
-            reason = f"the completion was cut short (finish_reason {choice['finish_reason']}) before any tool call"
+        if not calls and not stated and finish_reason == "length":
+            reason = "the completion was cut short (finish_reason length) before any tool call"
             raise BackendError("reply:truncated", reason, attempts)
-        if not calls and blank(text):
+        if not calls and not stated and blank(text):
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         # The assistant message as the next request must carry it: its text, and each call under the id it came with.
@@ -157,5 +160,6 @@ class OpenAIChatBackend(ProviderBackend):
             text=text,
             attempts=attempts,
             usage=tokens(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            refused_by_provider=None if calls else stated,
             native=native,
         )

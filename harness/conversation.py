@@ -119,4 +119,5 @@ def whole_reply(turns: Sequence[Turn]) -> Reply:
         attempts=sum(reply.attempts for _, reply in replies),
         usage=(sum(u[0] for u in usages), sum(u[1] for u in usages)) if usages else None,
         looping=last.looping,
+        refused_by_provider=last.refused_by_provider,
     )

@@ -112,6 +112,7 @@ PERCENT = _is("a percentage from 0 to 100", _percentage)
 OBJECT = _is("an object", lambda value: isinstance(value, dict))
 ANY = _is("any JSON value", lambda value: True)
 STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "error"))
+REFUSER = _is("provider, model or null", lambda value: value in ("provider", "model", None))
 CALLS = [{"name": TEXT, "args": OBJECT}]
 STEP = {
     "toolCalls": CALLS,
@@ -126,6 +127,8 @@ TRIAL = {
     "violation": MAYBE_TEXT,
     "toolCalls": CALLS,
     "refused": FLAG,
+    "refusedBy": IfThere(REFUSER),
+    "refusalReason": IfThere(TEXT),
     "text": MAYBE_TEXT,
     "attempts": WHOLE,
     "durationMs": NUMBER,
@@ -232,6 +235,9 @@ def _trial_entry(result: Result) -> dict[str, Any]:
         "violation": result.outcome.violation,
         "toolCalls": _calls(reply.tool_calls),
         "refused": reply.refused,
+        # Who refused: the provider, when it said so (a filter, a refusal stop), else the model in its own words.
+        "refusedBy": "provider" if reply.refused_by_provider else "model" if reply.refused else None,
+        **({"refusalReason": reply.refused_by_provider} if reply.refused_by_provider else {}),
         "text": reply.text,
         "attempts": reply.attempts,
         "durationMs": round(result.duration_ms, 1),

@@ -288,13 +288,6 @@ CUT_SHORT = [
         "the completion was cut short (finish_reason length) before any tool call",
     ),
     (
-        "openai: stopped by a content filter",
-        "openai",
-        openai_completion([], "I can", finish_reason="content_filter"),
-        "reply:truncated",
-        "the completion was cut short (finish_reason content_filter) before any tool call",
-    ),
-    (
         "openai: no text, no call",
         "openai",
         openai_completion([], None),

@@ -367,7 +367,8 @@ def _trial(number: int, trial: Mapping[str, Any]) -> Iterator[str]:
     else:
         yield from _said(trial["toolCalls"], trial.get("text"), (), None)
         if trial.get("refused") and not trial["toolCalls"]:
-            yield "<p>Refused.</p>"
+            by = f" by the provider ({trial.get('refusalReason')})" if trial.get("refusedBy") == "provider" else ""
+            yield f"<p>Refused{_e(by)}.</p>"
     yield "</div>"
 
 
