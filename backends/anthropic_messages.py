@@ -156,30 +156,16 @@ class AnthropicMessagesBackend(ProviderBackend):
         )
 
 
-def _assistant_content(blocks: list[Any], call_ids: Iterator[str]) -> list[dict[str, Any]]:
-    """The message's blocks as the next request must send them back: text, thinking and tool_use, each as it came.
-
-    Thinking blocks go back unchanged (the API checks their signatures); empty text blocks, which it refuses, do not.
-    """
-    content: list[dict[str, Any]] = []
+def _assistant_content(blocks: list[Any], call_ids: Iterator[str]) -> list[Any]:
+    """The message's blocks as the next request must send them back: every block as it came (thinking blocks, whose
+    signatures the API checks, server tools' blocks, types we do not know), each tool_use under the id we answer it
+    by; only empty text blocks, which the API refuses, are left out."""
+    content: list[Any] = []
     for block in blocks:
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
-            content.append({"type": "text", "text": block["text"]})
-        elif kind == "tool_use":
-            given = block.get("input")
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": next(call_ids),
-                    "name": block["name"],
-                    "input": given if isinstance(given, dict) else {},
-                }
-            )
-        elif kind == "thinking":
-            content.append({"type": "thinking", "thinking": block.get("thinking"), "signature": block.get("signature")})
-        elif kind == "redacted_thinking":
-            content.append({"type": "redacted_thinking", "data": block.get("data")})
+        if kind == "text" and not (isinstance(block.get("text"), str) and block["text"]):
+            continue
+        content.append({**block, "id": next(call_ids)} if kind == "tool_use" else block)
     return content
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
@@ -141,18 +140,12 @@ class OpenAIChatBackend(ProviderBackend):
         if not calls and not stated and blank(text):
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        # The assistant message as the next request must carry it: its text, and each call under the id it came with.
-        native: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
-        if isinstance(refusal, str) and refusal:
-            native["refusal"] = refusal
+        # The assistant message goes back as it came, every field of it and of each call (Gemini's thought signature
+        # in extra_content, reasoning_content...), each call under the id it came with or the one we gave it.
+        native = dict(message)
         if raw_calls:
             native["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args or {})},
-                }
-                for name, args, call_id in raw_calls
+                {**call, "id": call_id} for call, (_, _, call_id) in zip(message["tool_calls"], raw_calls, strict=True)
             ]
         return Reply(
             tool_calls=tuple(calls),

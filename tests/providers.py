@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -168,9 +170,18 @@ def anthropic_events(messages: list[dict[str, Any]]) -> list[Event]:
     return events
 
 
-def conversation_fake(provider: str, policy: Policy, invalid: list[str]) -> Respond:
+@dataclass(frozen=True)
+class Planted:
+    """What a provider adds to its replies and requires back (Gemini's thought signatures), the SDKs may not know."""
+
+    sign: Callable[[dict[str, Any]], None]  # adds it to a reply
+    missing: Callable[[dict[str, Any]], str | None]  # the provider's 400 message for a request without it, or None
+    fields: tuple[str, ...] = ()  # its keys the SDKs' request types do not know, let through their checks
+
+
+def conversation_fake(provider: str, policy: Policy, invalid: list[str], planted: Planted | None = None) -> Respond:
     """A provider's fake model playing `policy` out; a request the SDK's own request types refuse is noted in
-    `invalid`, one whose ids do not link up is answered 400 as the provider would."""
+    `invalid`, one whose ids do not link up, or that lacks what was planted, is answered 400 as the provider would."""
     check, events_of = {
         "openai": (check_openai_request, openai_events),
         "anthropic": (check_anthropic_request, anthropic_events),
@@ -179,11 +190,14 @@ def conversation_fake(provider: str, policy: Policy, invalid: list[str]) -> Resp
     def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
         body = received.json
         try:
-            check(body)
+            check(body, planted.fields if planted else ())
         except ValueError as exc:
             invalid.append(str(exc))
         try:
             events = events_of(body["messages"])
+            missing = planted.missing(body) if planted else None
+            if missing:
+                raise Unlinked(missing)
         except Unlinked as exc:
             error = (
                 openai_error(400, str(exc))
@@ -203,6 +217,8 @@ def conversation_fake(provider: str, policy: Policy, invalid: list[str]) -> Resp
             reply = anthropic_message(calls, text)
             for i, block in enumerate(b for b in reply["content"] if b["type"] == "tool_use"):
                 block["id"] = f"toolu_{step}_{i}"
+        if planted:
+            planted.sign(reply)
         send_json(handler, reply)
 
     return respond
@@ -240,16 +256,32 @@ def _consumed(value: Any) -> Any:
     return value
 
 
-def check_openai_request(body: dict[str, Any]) -> None:
-    """ValueError unless the openai SDK's own request types accept the body whole."""
+def _without(body: dict[str, Any], fields: Collection[str], parts: Callable[[dict[str, Any]], list[Any]]) -> Any:
+    """A copy of the body with these keys taken out of its assistant messages and of each of their parts."""
+    body = copy.deepcopy(body)
+    for message in body.get("messages", []):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            for part in [message, *parts(message)]:
+                if isinstance(part, dict):
+                    for name in fields:
+                        part.pop(name, None)
+    return body
+
+
+def check_openai_request(body: dict[str, Any], planted: Collection[str] = ()) -> None:
+    """ValueError unless the openai SDK's own request types accept the body whole, but for the planted keys of
+    assistant messages and their tool calls."""
+    body = _without(body, planted, lambda message: message.get("tool_calls") or [])
     try:
         _consumed(_strict_adapters()[0].validate_python(body))
     except Exception as exc:  # pydantic's ValidationError, which names every field that is wrong
         raise ValueError(f"not a request the openai SDK accepts: {exc}") from None
 
 
-def check_anthropic_request(body: dict[str, Any]) -> None:
-    """ValueError unless the anthropic SDK's own request types accept the body whole."""
+def check_anthropic_request(body: dict[str, Any], planted: Collection[str] = ()) -> None:
+    """ValueError unless the anthropic SDK's own request types accept the body whole, but for the planted keys of
+    assistant messages and their blocks."""
+    body = _without(body, planted, lambda message: message["content"] if isinstance(message["content"], list) else [])
     try:
         _consumed(_strict_adapters()[1].validate_python(body))
     except Exception as exc:

@@ -12,6 +12,7 @@ from harness.running import run_task
 from harness.taskfile import load_task_file
 from tests.providers import (
     Event,
+    Planted,
     Unlinked,
     anthropic_events,
     check_anthropic_request,
@@ -119,6 +120,62 @@ TASKS = [
 ]
 
 
+# Gemini through its OpenAI-compatible endpoint signs each call and wants the signature back, as it 400s without it.
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly"
+)
+
+
+def gemini_signs(reply: dict[str, Any]) -> None:
+    message = reply["choices"][0]["message"]
+    message["reasoning_content"] = "The user wants the launch photos tagged."
+    for call in message.get("tool_calls", []):
+        call["extra_content"] = {"google": {"thought_signature": f"sig-{call['id']}"}}
+
+
+def gemini_unsigned(body: dict[str, Any]) -> str | None:
+    for message in body["messages"]:
+        for call in message.get("tool_calls") or [] if message["role"] == "assistant" else []:
+            if call.get("extra_content") != {"google": {"thought_signature": f"sig-{call['id']}"}}:
+                return MISSING_SIGNATURE
+            if message.get("reasoning_content") != "The user wants the launch photos tagged." or message["content"]:
+                return "the message did not come back as it came"
+    return None
+
+
+def web_search_first(reply: dict[str, Any]) -> None:
+    """A server tool's blocks before the model's own, as Claude sends them after searching the web."""
+    reply["content"][:0] = [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "launch photos"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    ]
+
+
+def web_search_dropped(body: dict[str, Any]) -> str | None:
+    for message in body["messages"]:
+        if message["role"] == "assistant" and [block["type"] for block in message["content"][:2]] != [
+            "server_tool_use",
+            "web_search_tool_result",
+        ]:
+            return "messages: the server_tool_use and web_search_tool_result blocks did not come back"
+    return None
+
+
+def no_ids(reply: dict[str, Any]) -> None:
+    for call in reply["choices"][0]["message"].get("tool_calls", []):
+        del call["id"]
+
+
+SENT_BACK = {
+    "openai: Gemini's thought signatures and reasoning": (
+        "openai",
+        Planted(gemini_signs, gemini_unsigned, ("extra_content", "reasoning_content")),
+    ),
+    "anthropic: a server tool's blocks": ("anthropic", Planted(web_search_first, web_search_dropped)),
+    "openai: calls without ids get ours": ("openai", Planted(no_ids, lambda body: None)),
+}
+
+
 class ProviderConversations(TempDirTestCase):
     def setUp(self) -> None:
         super().setUp()
@@ -126,10 +183,12 @@ class ProviderConversations(TempDirTestCase):
         data["tasks"] = TASKS
         self.tasks = {task.id: task for task in load_task_file(self.write_json("tasks.json", data), {}).tasks}
 
-    def converse(self, provider: str, policy: Any, task_id: str) -> tuple[Result, list[Any], list[str]]:
+    def converse(
+        self, provider: str, policy: Any, task_id: str, planted: Planted | None = None
+    ) -> tuple[Result, list[Any], list[str]]:
         """The task sent to the provider's fake model: its result, what the fake received, any body the SDK refuses."""
         invalid: list[str] = []
-        fake = self.serve(conversation_fake(provider, policy, invalid))
+        fake = self.serve(conversation_fake(provider, policy, invalid, planted))
         variable, path = PROVIDERS[provider]
         backend = backend_for({"EVAL_BACKEND": provider, variable: fake.url(path), "EVAL_MODEL": "m"})
         self.addCleanup(backend.transport.close)
@@ -144,6 +203,31 @@ class ProviderConversations(TempDirTestCase):
                 self.assertEqual(result.reply.text, "Tagged ast_1, ast_2.")
                 tokens = (120, 30) if provider == "openai" else (200, 40)
                 self.assertEqual(result.reply.usage, (3 * tokens[0], 3 * tokens[1]), "usage is summed over the calls")
+
+    def test_what_the_server_sent_goes_back_as_it_came(self) -> None:
+        for name, (provider, planted) in SENT_BACK.items():
+            with self.subTest(name):
+                result, received, invalid = self.converse(provider, search_then_tag, "tag-from-search", planted)
+                self.assertEqual((result.outcome, invalid, len(received)), (Outcome("pass"), [], 3))
+        ids = [
+            call["id"] for m in received[-1].json["messages"] if m["role"] == "assistant" for call in m["tool_calls"]
+        ]
+        self.assertEqual(len(set(ids)), 2)
+
+    def test_the_sdk_check_lets_only_the_planted_fields_through(self) -> None:
+        call = {"id": "c", "type": "function", "function": {"name": SEARCH, "arguments": "{}"}, "extra_content": {}}
+        body = {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "r"},
+                {"role": "tool", "tool_call_id": "c", "content": "{}"},
+            ],
+        }
+        check_openai_request(body, ("extra_content", "reasoning_content"))
+        for planted in [(), ("extra_content",), ("reasoning_content",)]:
+            with self.subTest(planted=planted), self.assertRaises(ValueError):
+                check_openai_request(body, planted)
 
     def test_parallel_calls_each_get_their_result(self) -> None:
         for provider in PROVIDERS:
