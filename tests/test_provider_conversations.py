@@ -138,7 +138,10 @@ def gemini_unsigned(body: dict[str, Any]) -> str | None:
         for call in message.get("tool_calls") or [] if message["role"] == "assistant" else []:
             if call.get("extra_content") != {"google": {"thought_signature": f"sig-{call['id']}"}}:
                 return MISSING_SIGNATURE
-            if message.get("reasoning_content") != "The user wants the launch photos tagged." or message["content"]:
+            if (
+                message.get("reasoning_content") != "The user wants the launch photos tagged."
+                or message.get("content", "") is not None
+            ):
                 return "the message did not come back as it came"
     return None
 
