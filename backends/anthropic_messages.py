@@ -15,8 +15,8 @@ from backends.provider import (
     api_key,
     base_url,
     result_text,
+    spent,
     temperature,
-    tokens,
 )
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
@@ -120,6 +120,15 @@ class AnthropicMessagesBackend(ProviderBackend):
         return self.reply(*self.post({**self.request_base, "messages": messages}))
 
     def reply(self, body: Any, attempts: int) -> Reply:
+        """The message read as a Reply; an error it ends as carries the tokens the message cost."""
+        usage = spent(body, "input_tokens", "output_tokens")
+        try:
+            return self._reply(body, attempts, usage)
+        except BackendError as err:
+            err.usage = usage
+            raise
+
+    def _reply(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A message as a Reply: its tool uses, else its text or stated refusal; cut short or blank, an error."""
         try:
             blocks = body["content"]
@@ -144,13 +153,12 @@ class AnthropicMessagesBackend(ProviderBackend):
             raise BackendError("reply:truncated", reason, attempts)
         if not calls and blank(text) and stop_reason != "refusal":
             raise BackendError("reply:empty", "a blank message: no tool use, no text", attempts)
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         return Reply(
             tool_calls=tuple(calls),
             refused=not calls,
             text=text,
             attempts=attempts,
-            usage=tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+            usage=usage,
             refused_by_provider="refusal" if not calls and stop_reason == "refusal" else None,
             native=_assistant_content(blocks, iter(call_id for _, _, call_id in uses)),
         )

@@ -15,7 +15,7 @@ from backends.provider import (
     api_key,
     base_url,
     result_text,
-    tokens,
+    spent,
 )
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
@@ -112,6 +112,15 @@ class OpenAIChatBackend(ProviderBackend):
         return self.reply(*self.post(payload))
 
     def reply(self, body: Any, attempts: int) -> Reply:
+        """The completion read as a Reply; an error it ends as carries the tokens the completion cost."""
+        usage = spent(body, "prompt_tokens", "completion_tokens")
+        try:
+            return self._reply(body, attempts, usage)
+        except BackendError as err:
+            err.usage = usage
+            raise
+
+    def _reply(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A completion as a Reply: its calls, else its text as a refusal; cut short or blank, an error."""
         try:
             choice = body["choices"][0]
@@ -139,7 +148,6 @@ class OpenAIChatBackend(ProviderBackend):
             raise BackendError("reply:truncated", reason, attempts)
         if not calls and not stated and blank(text):
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         # The assistant message goes back as it came, every field of it and of each call (Gemini's thought signature
         # in extra_content, reasoning_content...), each call under the id it came with or the one we gave it.
         native = dict(message)
@@ -152,7 +160,7 @@ class OpenAIChatBackend(ProviderBackend):
             refused=not calls,
             text=text,
             attempts=attempts,
-            usage=tokens(usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            usage=usage,
             refused_by_provider=None if calls else stated,
             native=native,
         )

@@ -252,6 +252,13 @@ def tokens(given: Any, received: Any) -> tuple[int, int] | None:
     return (given, received) if isinstance(given, int) and isinstance(received, int) else None
 
 
+def spent(body: Any, given: str, received: str) -> tuple[int, int] | None:
+    """The (input, output) tokens a provider's reply says it cost, under these names in its `usage`, whatever else
+    the reply holds: a reply that ends as an error cost them too."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    return tokens(usage.get(given), usage.get(received)) if isinstance(usage, dict) else None
+
+
 def parameter_hint(message: str, sent: Mapping[str, str]) -> str:
     """` (hint: ...)` for the parameter we sent that an error message names first, or nothing when it names none.
 

@@ -103,21 +103,22 @@ def converse(backend: Backend, task: Task, tools: Collection[str] = ()) -> tuple
 
 def whole_reply(turns: Sequence[Turn]) -> Reply:
     """Every step of every turn as one reply: all calls in order (each marked with its turn), all text, the last
-    reply's refusal, error and loop, the attempts and tokens summed."""
+    reply's error and loop, the attempts and tokens summed (an error's too); refused only when no step called a tool."""
     replies = [(number, step.reply) for number, turn in enumerate(turns, 1) for step in turn.steps]
     if len(replies) == 1:
         return replies[0][1]
     last = replies[-1][1]
+    called = any(reply.tool_calls for _, reply in replies)
     texts = [reply.text for _, reply in replies if reply.text]
     usages = [reply.usage for _, reply in replies if reply.usage]
     return Reply(
         tool_calls=tuple(replace(call, turn=number) for number, reply in replies for call in reply.tool_calls),
-        refused=last.refused,
+        refused=last.refused and not called,
         text="\n".join(texts) if texts else None,
         error_code=last.error_code,
         error=last.error,
         attempts=sum(reply.attempts for _, reply in replies),
         usage=(sum(u[0] for u in usages), sum(u[1] for u in usages)) if usages else None,
         looping=last.looping,
-        refused_by_provider=last.refused_by_provider,
+        refused_by_provider=None if called else last.refused_by_provider,
     )

@@ -384,7 +384,8 @@ class WholeReply(TempDirTestCase):
         )
         reply = whole_reply(turns)
         self.assertEqual([(c.name, c.turn) for c in reply.tool_calls], [(SEARCH, 1), (TAG, 2)])
-        self.assertEqual((reply.text, reply.refused, reply.attempts, reply.usage), ("asked\ndone", True, 5, (15, 3)))
+        # A conversation that called tools refused nothing, whatever its last reply said.
+        self.assertEqual((reply.text, reply.refused, reply.attempts, reply.usage), ("asked\ndone", False, 5, (15, 3)))
 
     def test_a_leak_or_a_forbidden_call_before_an_error_is_still_a_violation(self) -> None:
         task = Task("t", "c", "p", ExpectTrajectory((), forbidden_tools=(TAG,)))

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from backends.provider import parameter_hint
-from harness.records import ConfigError
+from harness.conversation import whole_reply
+from harness.records import ConfigError, Reply, Step, ToolCall, Turn
 from harness.results import load_results
 from harness.running import run_task
 from tests.providers import (
@@ -230,4 +231,75 @@ class StatedRefusals(ProviderTestCase):
         self.assertEqual(
             str(caught.exception),
             f'{path}: results[0].trialResults[0].refusedBy: expected provider, model or null, got the string "filter"',
+        )
+
+
+class TokensAndRecords(ProviderTestCase):
+    def test_a_reply_that_ends_as_an_error_still_counts_its_tokens(self) -> None:
+        nameless = openai_completion([{"name": "", "args": {}}])
+        cases = [
+            ("openai", openai_refusal("I can", "length"), "reply:truncated", (120, 30)),
+            ("openai", openai_refusal(" "), "reply:empty", (120, 30)),
+            ("openai", openai_refusal(None, "tool_calls"), "reply:bad-provider-reply", (120, 30)),
+            ("openai", nameless, "reply:bad-provider-reply", (120, 30)),
+            ("openai", {"usage": {"prompt_tokens": 9, "completion_tokens": 1}}, "reply:bad-provider-reply", (9, 1)),
+            ("anthropic", anthropic_message([], "I can", stop_reason="max_tokens"), "reply:truncated", (200, 40)),
+            ("anthropic", anthropic_message([]), "reply:empty", (200, 40)),
+        ]
+        for provider, body, code, usage in cases:
+            with self.subTest(provider=provider, code=code, usage=usage):
+                result = self.trial(provider, scripted((200, body)), REFUSAL)
+                self.assertEqual((result.outcome.code, result.reply.usage), (code, usage))
+
+    def test_a_conversation_sums_the_tokens_of_every_step_its_error_included(self) -> None:
+        search = {"name": "imageman_asset_search", "args": {"query": "launch"}}
+        replies = [(200, openai_completion([search])), (200, openai_refusal("Tagging", "length"))]
+        data = canonical_task_data()
+        data["tasks"] = [
+            {
+                "id": "tag-from-search",
+                "category": "asset.tag",
+                "prompt": "Tag the launch photos as approved.",
+                "toolResults": {"imageman.asset.search": {"assets": [{"id": "ast_1"}]}},
+                "expect": {"tool": "imageman.asset.tag"},
+            }
+        ]
+        fake = self.serve(scripted(*replies))
+        self.run_openai(fake, "--tasks", self.write_json("t.json", data))
+        trial = self.results()["results"][0]["trialResults"][0]
+        self.assertEqual((trial["code"], trial["steps"]), ("reply:truncated", 2))
+        self.assertEqual(trial["usage"], {"inputTokens": 240, "outputTokens": 60})
+
+    def test_a_conversation_that_made_calls_is_not_recorded_as_refused(self) -> None:
+        call = ToolCall("imageman.asset.search", {"query": "launch"}, call_id="c1")
+        done = Reply(refused=True, text="Tagged ast_1.", usage=(5, 1))
+        said_no = Reply(refused=True, text="No.", refused_by_provider="content_filter")
+        called = whole_reply([Turn("Tag them.", (Step(Reply(tool_calls=(call,), usage=(4, 2))), Step(done)))])
+        self.assertEqual((called.refused, called.refused_by_provider, called.usage), (False, None, (9, 3)))
+        refused = whole_reply(
+            [Turn("Hi.", (Step(Reply(text="Hello."), ()),)), Turn("Delete it all.", (Step(said_no),))]
+        )
+        self.assertEqual((refused.refused, refused.refused_by_provider), (True, "content_filter"))
+
+    def test_a_4xx_that_says_the_key_is_invalid_stops_the_run(self) -> None:
+        cases = [
+            ("openai", openai_error(400, "Authentication Error, No connected db."), "reply:key-rejected"),
+            ("openai", openai_error(400, "Incorrect API key provided: sk-bad."), "reply:key-rejected"),
+            ("openai", openai_error(400, "API key not valid. Please pass a valid API key."), "reply:key-rejected"),
+            ("openai", openai_error(404, "invalid api key"), "reply:key-rejected"),
+            ("anthropic", anthropic_error(400, "invalid_request_error", "invalid x-api-key"), "reply:key-rejected"),
+            ("openai", openai_error(400, NO_TEMPERATURE), "reply:http-status"),
+            ("openai", openai_error(400, "Invalid 'messages[1].content': string too long."), "reply:http-status"),
+            ("openai", openai_error(400, "max_tokens is too large: 100000."), "reply:http-status"),
+        ]
+        for provider, reply, code in cases:
+            with self.subTest(reply[1]["error"]["message"]):
+                self.assertEqual(self.trial(provider, scripted(reply)).outcome.code, code)
+        fake = self.serve(scripted(openai_error(400, "Authentication Error, No connected db.")))
+        _, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-litellm")
+        self.assertEqual((code, len(fake.received)), (3, 1))
+        self.assertEqual(
+            stderr,
+            f"eval_agent: error: OPENAI_API_KEY was rejected by {fake.url('/v1/chat/completions')}: "
+            "HTTP 400 Bad Request: Authentication Error, No connected db.\n",
         )
