@@ -84,6 +84,8 @@ class OpenAIChatBackend(ProviderBackend):
             **({"temperature": settings.temperature} if settings.temperature is not None else {}),
             **({"reasoning_effort": settings.reasoning_effort} if settings.reasoning_effort is not None else {}),
         }
+        if not surface.tools:
+            del self.request_base["tools"], self.request_base["tool_choice"]  # the API refuses tool_choice alone
         field = settings.max_tokens_field
         hints = {
             "temperature": f"unset {TEMPERATURE.var}; this model takes no temperature",
@@ -106,10 +108,7 @@ class OpenAIChatBackend(ProviderBackend):
                     {"role": "tool", "tool_call_id": result.call.call_id, "content": result_text(result)}
                     for result in step.results
                 ]
-        payload = {**self.request_base, "messages": messages}
-        if not self.surface.tools:
-            del payload["tools"], payload["tool_choice"]  # the API rejects tool_choice without tools
-        return self.reply(*self.post(payload))
+        return self.reply(*self.post({**self.request_base, "messages": messages}))
 
     def reply(self, body: Any, attempts: int) -> Reply:
         """The completion read as a Reply; an error it ends as carries the tokens the completion cost."""

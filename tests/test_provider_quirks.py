@@ -7,21 +7,23 @@ import os
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from backends import BACKENDS
 from backends.provider import parameter_hint
+from eval_agent import configure
 from harness.conversation import whole_reply
-from harness.records import ConfigError, Reply, Step, ToolCall, Turn
+from harness.records import AgentSurface, ConfigError, Reply, Step, ToolCall, Turn
 from harness.results import load_results
 from harness.running import run_task
 from tests.providers import (
     anthropic_error,
     anthropic_message,
-    fake_openai,
     openai_completion,
     openai_error,
+    provider_name,
     user_prompt,
 )
-from tests.support import Received, backend_for, canonical_task, canonical_task_data, send_json
-from tests.test_providers import ALL_PASS, ProviderTestCase, scripted
+from tests.support import CANNED, SHIPPED_TASKS, Received, backend_for, canonical_task, canonical_task_data, send_json
+from tests.test_providers import ProviderTestCase, scripted
 
 # The 400s the providers send for a parameter a model does not take, as they word them.
 NO_TEMPERATURE = "Unsupported parameter: 'temperature' is not supported with this model."
@@ -42,15 +44,28 @@ THINKING_TEMPERATURE = (
 NO_THINKING = "'claude-3-5-haiku-20241022' does not support thinking."
 
 
+def canned_model(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """A model that answers as the stub would, step by step in a conversation: each user message's canned replies."""
+    messages = received.json["messages"]
+    last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
+    canned = CANNED[messages[last_user]["content"]]
+    reply = (canned if isinstance(canned, list) else [canned])[
+        sum(m["role"] == "assistant" for m in messages[last_user:])
+    ]
+    calls = reply.get("toolCalls") or ([reply["toolCall"]] if reply.get("toolCall") else [])
+    named = [{"name": provider_name(call["name"]), "args": call["args"]} for call in calls]
+    send_json(handler, openai_completion(named, reply.get("text")))
+
+
 def reasoning_model(received: Received, handler: BaseHTTPRequestHandler) -> None:
-    """An OpenAI reasoning model: any temperature, or the old token limit's name, is a 400; else fake_openai."""
+    """An OpenAI reasoning model: any temperature, or the old token limit's name, is a 400; else canned_model."""
     for name, message in [("temperature", NO_TEMPERATURE_BUT_ONE), ("max_tokens", NO_MAX_TOKENS)]:
         if name in received.json:
             status, body = openai_error(400, message)
             body["error"].update(param=name, code="unsupported_value")
             send_json(handler, body, status)
             return
-    fake_openai(received, handler)
+    canned_model(received, handler)
 
 
 class SentOnlyWhenSet(ProviderTestCase):
@@ -104,12 +119,12 @@ class SentOnlyWhenSet(ProviderTestCase):
         self.addCleanup(backend.transport.close)
         self.assertEqual(backend.describe()["temperature"], 1.5)
 
-    def test_a_reasoning_model_that_refuses_any_temperature_passes_with_no_setting(self) -> None:
+    def test_a_reasoning_model_that_refuses_any_temperature_passes_the_shipped_tasks_with_no_setting(self) -> None:
         fake = self.serve(reasoning_model)
-        stdout, stderr, code = self.run_openai(fake)
+        stdout, stderr, code = self.run_openai(fake, "--tasks", SHIPPED_TASKS, EVAL_CANARY="canary-5b0c1d")
         self.assertEqual((stderr, code), ("", 0))
-        self.assertTrue(stdout.splitlines()[-1].startswith(ALL_PASS))
-        self.assertEqual(len(fake.received), 10)
+        self.assertTrue(stdout.splitlines()[-1].startswith("15/15 PASS at 100% (gate 80%)"), stdout)
+        self.assertEqual(len(fake.received), 19)  # a search then a tag then a word; a question, then a call and a word
 
 
 class Hints(ProviderTestCase):
@@ -141,6 +156,17 @@ class Hints(ProviderTestCase):
     def test_a_400_about_a_parameter_we_did_not_send_gets_no_hint(self) -> None:
         result = self.trial("openai", scripted(openai_error(400, NO_TEMPERATURE)))
         self.assertEqual(result.outcome.reason, f"HTTP 400 Bad Request: {NO_TEMPERATURE}")
+        no_tool_choice = "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+        fake = self.serve(scripted(openai_error(400, no_tool_choice)))
+        _, name, settings = configure(
+            [], {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m"}
+        )
+        backend = BACKENDS[name](settings, AgentSurface((), None), "run")
+        result = run_task(backend, canonical_task(REFUSAL))
+        self.assertEqual(result.outcome.reason, f"HTTP 400 Bad Request: {no_tool_choice}")
+        self.assertEqual(
+            set(fake.received[0].json), {"model", "messages", "max_completion_tokens"}, "no tools: no tool_choice"
+        )
 
     def test_the_hint_is_for_the_parameter_the_message_names_first(self) -> None:
         sent = {"max_tokens": "lower EVAL_MAX_TOKENS", "thinking": "unset EVAL_THINKING_BUDGET"}
