@@ -44,7 +44,7 @@ def temperature(highest: float) -> Setting:
         help=f"sampling temperature, 0-{highest:g}",
         read=number(float, 0.0, highest),
         metavar="T",
-        shown="unset: not sent (reasoning models refuse it)",
+        shown="unset: not sent, as reasoning models refuse it",
     )
 
 
