@@ -107,6 +107,7 @@ class StubRun(TempDirTestCase):
                 "violation",
                 "toolCalls",
                 "refused",
+                "refusedBy",
                 "text",
                 "attempts",
                 "durationMs",
