@@ -317,6 +317,12 @@ class TokensAndRecords(ProviderTestCase):
             ("openai", openai_error(400, NO_TEMPERATURE), "reply:http-status"),
             ("openai", openai_error(400, "Invalid 'messages[1].content': string too long."), "reply:http-status"),
             ("openai", openai_error(400, "max_tokens is too large: 100000."), "reply:http-status"),
+            (
+                "openai",
+                openai_error(400, "Invalid schema for function 'login': authentication is not a type"),
+                "reply:http-status",
+            ),
+            ("openai", openai_error(400, "Authentication failed: the key has expired."), "reply:key-rejected"),
         ]
         for provider, reply, code in cases:
             with self.subTest(reply[1]["error"]["message"]):
