@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 from backends.gemini_schema import gemini_schema
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.provider import (
-    KEY_REJECTED,
     MAX_TOKENS,
     MODEL,
     REASONING_EFFORT,
@@ -44,7 +43,6 @@ BAD_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 # Cut off before any call: by the token limit, or withheld as a recitation of its training data (no refusal).
 CUT_OFF = frozenset({"MAX_TOKENS", "RECITATION"})
 # The 400 Gemini answers to a key it does not know (its error's details name this reason).
-KEY_INVALID = "API_KEY_INVALID"
 
 
 class GeminiBackend(ProviderBackend):
@@ -119,6 +117,13 @@ class GeminiBackend(ProviderBackend):
         if surface.tools:
             self.request_base["tools"] = [{"functionDeclarations": [self._declaration(t) for t in surface.tools]}]
             self.request_base["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
+        self.hints = dict.fromkeys(("maxOutputTokens", "max_output_tokens"), f"lower {MAX_TOKENS.var}")
+        if settings.temperature is not None:
+            self.hints["temperature"] = f"unset {TEMPERATURE.var}; this model takes no temperature"
+        if "thinkingConfig" in generation:
+            thinking = f"unset {THINKING_BUDGET.var} or {REASONING_EFFORT.var}, or choose what this model takes"
+            names = ("thinking", "thinking_budget", "thinkingBudget", "thinking_level", "thinkingLevel")
+            self.hints |= dict.fromkeys(names, thinking)
 
     def _declaration(self, tool: Tool) -> dict[str, Any]:
         declaration: dict[str, Any] = {"name": self.names.provider(tool.name)}
@@ -199,19 +204,6 @@ class GeminiBackend(ProviderBackend):
             refused_by_provider=stated,
             native=content if parts else None,  # sent back as it came: Gemini checks each part's thoughtSignature
         )
-
-    def _post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
-        """As every provider posts; a 400 that names the key invalid stops the run as a 401 does elsewhere."""
-        try:
-            return super()._post(payload)
-        except BackendError as err:
-            if not (
-                err.code == "reply:http-status" and err.reason.startswith("HTTP 400 ") and KEY_INVALID in err.reason
-            ):
-                raise
-            reason = f"{self.settings.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
-            self._rejected = reason
-            raise BackendError(KEY_REJECTED, reason, err.attempts) from None
 
 
 def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:

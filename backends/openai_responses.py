@@ -79,6 +79,14 @@ class OpenAIResponsesBackend(ProviderBackend):
             **({"reasoning": {"effort": settings.reasoning_effort}} if settings.reasoning_effort else {}),
             **({"temperature": settings.temperature} if settings.temperature is not None else {}),
         }
+        hints = {
+            "temperature": f"unset {TEMPERATURE.var}; this model takes no temperature",
+            "reasoning": f"unset {REASONING_EFFORT.var}, or choose a level this model takes",
+            "max_output_tokens": f"lower {MAX_TOKENS.var}",
+            "tool_choice": "tool_choice auto goes with the task file's tools: this model or server may take no tools",
+        }
+        self.hints = {name: hint for name, hint in hints.items() if name in self.request_base}
+        self.hints["encrypted content"] = "a model that does not reason: check it with EVAL_BACKEND=openai instead"
 
     def describe(self) -> dict[str, Any]:
         """The providers' settings fit to print, and the reasoning effort when set."""

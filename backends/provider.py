@@ -21,7 +21,7 @@ KEY_REJECTED = "reply:key-rejected"
 # What a 4xx other than 401 and 403 says when the key or the account is the problem: a gateway (LiteLLM: "No connected
 # db", when its key store is missing) or a provider (Gemini: "API key not valid") may answer 400 for it.
 KEY_PROBLEM = re.compile(
-    r"invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api[ _-]?key|api key not valid|no connected db"
+    r"invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api[ _-]?key|api key not valid|api_key_invalid|no connected db"
     r"|authentication[ _](?:error|failed)|invalid authentication",
     re.IGNORECASE,
 )

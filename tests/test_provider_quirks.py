@@ -14,6 +14,7 @@ from harness.conversation import whole_reply
 from harness.records import AgentSurface, ConfigError, Reply, Step, ToolCall, Turn
 from harness.results import load_results
 from harness.running import run_task
+from tests.gemini_fake import gemini_error
 from tests.providers import (
     anthropic_error,
     anthropic_message,
@@ -127,6 +128,11 @@ class SentOnlyWhenSet(ProviderTestCase):
         self.assertEqual(len(fake.received), 19)  # a search then a tag then a word; a question, then a call and a word
 
 
+NO_EFFORT_RESPONSES = NO_EFFORT.replace("'reasoning_effort'", "'reasoning.effort'")
+NO_ENCRYPTED = "Encrypted content is not supported with this model."
+GEMINI_NO_THINKING = "Unable to submit request because thinking_budget is only supported when thinking is enabled."
+
+
 class Hints(ProviderTestCase):
     def test_a_400_naming_a_parameter_we_sent_names_the_setting_behind_it(self) -> None:
         cases = [
@@ -147,6 +153,17 @@ class Hints(ProviderTestCase):
              anthropic_error(400, "invalid_request_error", THINKING_TEMPERATURE),
              f"HTTP 400 Bad Request: {THINKING_TEMPERATURE}"
              " (hint: unset EVAL_TEMPERATURE; this model takes no temperature)"),
+            ("openai-responses", {"EVAL_TEMPERATURE": "0"}, openai_error(400, NO_TEMPERATURE),
+             f"HTTP 400 Bad Request: {NO_TEMPERATURE} (hint: unset EVAL_TEMPERATURE; this model takes no temperature)"),
+            ("openai-responses", {"EVAL_REASONING_EFFORT": "none"}, openai_error(400, NO_EFFORT_RESPONSES),
+             f"HTTP 400 Bad Request: {NO_EFFORT_RESPONSES}"
+             " (hint: unset EVAL_REASONING_EFFORT, or choose a level this model takes)"),
+            ("openai-responses", {}, openai_error(400, NO_ENCRYPTED),
+             f"HTTP 400 Bad Request: {NO_ENCRYPTED}"
+             " (hint: a model that does not reason: check it with EVAL_BACKEND=openai instead)"),
+            ("gemini", {"EVAL_THINKING_BUDGET": "1024"}, gemini_error(400, "INVALID_ARGUMENT", GEMINI_NO_THINKING),
+             f"HTTP 400 Bad Request: {GEMINI_NO_THINKING} (INVALID_ARGUMENT)"
+             " (hint: unset EVAL_THINKING_BUDGET or EVAL_REASONING_EFFORT, or choose what this model takes)"),
         ]  # fmt: skip
         for provider, env, reply, reason in cases:
             with self.subTest(reason):

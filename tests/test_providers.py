@@ -68,7 +68,12 @@ class ProviderTestCase(TempDirTestCase):
 
     def trial(self, provider: str, respond: Any, task_id: str = "asset-get-details", **env: str) -> Result:
         """A task sent once, in this process, to a provider's fake answering as `respond` says."""
-        base = {"openai": ("OPENAI_BASE_URL", "/v1"), "anthropic": ("ANTHROPIC_BASE_URL", "")}[provider]
+        base = {
+            "openai": ("OPENAI_BASE_URL", "/v1"),
+            "openai-responses": ("OPENAI_BASE_URL", "/v1"),
+            "anthropic": ("ANTHROPIC_BASE_URL", ""),
+            "gemini": ("GOOGLE_GEMINI_BASE_URL", ""),
+        }[provider]
         url = self.serve(respond).url(base[1])
         backend = backend_for({"EVAL_BACKEND": provider, base[0]: url, "EVAL_MODEL": "m", **env})
         self.addCleanup(backend.transport.close)
