@@ -68,7 +68,8 @@ class LiteLLMProxy:
                         {"model_name": name, "litellm_params": dict(params)} for name, params in models.items()
                     ],
                     "general_settings": {"master_key": MASTER_KEY},
-                    "litellm_settings": {"telemetry": False},
+                    # /v1/messages for an openai/ model: to its chat completions, not to its Responses API.
+                    "litellm_settings": {"telemetry": False, "use_chat_completions_url_for_anthropic_messages": True},
                 },
                 f,
             )
