@@ -167,8 +167,8 @@ class ThroughLiteLLM(TempDirTestCase):
         result = self.read_json("eval-results.json")["results"][0]
         self.assertEqual((stderr, code, result["status"]), ("", 0, "pass"), f"{stdout}\n{self.proxy_said()}")
         self.assertEqual(
-            {key: result["trialResults"][0].get(key) for key in ("refused", "refusedBy", "text")},
-            {"refused": True, "refusedBy": "provider", "text": REFUSAL},
+            {key: result["trialResults"][0].get(key) for key in ("refused", "refusedBy", "refusalReason", "text")},
+            {"refused": True, "refusedBy": "provider", "refusalReason": "content_filter", "text": REFUSAL},
         )
 
     def test_a_key_the_gateway_does_not_know_is_answered_400_no_connected_db(self) -> None:
