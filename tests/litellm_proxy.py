@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -26,11 +27,21 @@ LOOPBACK_PICKED_PORT = ("--host", "127.0.0.1", "--port", "0")  # uvicorn binds a
 STARTUP_TIMEOUT = 120  # seconds: LiteLLM imports for several seconds, far longer on a machine busy with the suite
 LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 # The master key the proxy requires (this version refuses to start without one): the harness sends it as its API key.
-MASTER_KEY = "sk-5f2e8c1d9a7b4e6f8a0c2d4e6f8a0b1c3d5e7f9a1b3c5d7e9f0a2b4c6d8e0f1a"
-# LiteLLM fetches a few tables from GitHub at startup unless told to use the copies it ships with.
-LOCAL_ONLY = {
-    f"LITELLM_LOCAL_{table}": "True"
-    for table in ("MODEL_COST_MAP", "ANTHROPIC_BETA_HEADERS", "BLOG_POSTS", "POLICY_TEMPLATES", "AUTOROUTER_PRESETS")
+# Made afresh for each test process, so no key-shaped string sits in the repository.
+MASTER_KEY = f"sk-{secrets.token_hex(32)}"
+# LiteLLM fetches a few tables from GitHub at startup unless told to use the copies it ships with; no telemetry either.
+OFFLINE = {
+    **{
+        f"LITELLM_LOCAL_{table}": "True"
+        for table in (
+            "MODEL_COST_MAP",
+            "ANTHROPIC_BETA_HEADERS",
+            "BLOG_POSTS",
+            "POLICY_TEMPLATES",
+            "AUTOROUTER_PRESETS",
+        )
+    },
+    "LITELLM_TELEMETRY_DISABLED": "true",
 }
 
 
@@ -69,7 +80,7 @@ class LiteLLMProxy:
                     ],
                     "general_settings": {"master_key": MASTER_KEY},
                     # /v1/messages for an openai/ model: to its chat completions, not to its Responses API.
-                    "litellm_settings": {"telemetry": False, "use_chat_completions_url_for_anthropic_messages": True},
+                    "litellm_settings": {"use_chat_completions_url_for_anthropic_messages": True},
                 },
                 f,
             )
@@ -87,7 +98,7 @@ class LiteLLMProxy:
             if not key.startswith(("EVAL_", "LITELLM_"))
             and key.lower() not in ("http_proxy", "https_proxy", "no_proxy")
         }
-        env.update(LOCAL_ONLY, HTTP_PROXY=self.egress.url, HTTPS_PROXY=self.egress.url, NO_PROXY="127.0.0.1,localhost")
+        env.update(OFFLINE, HTTP_PROXY=self.egress.url, HTTPS_PROXY=self.egress.url, NO_PROXY="127.0.0.1,localhost")
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(

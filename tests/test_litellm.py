@@ -126,8 +126,8 @@ class ThroughLiteLLM(TempDirTestCase):
 
     @unittest.expectedFailure  # passes once branch core is merged (issue 23 item 1)
     def test_an_openai_client_sends_claude_nothing_the_messages_api_refuses(self) -> None:
-        # The openai backend sends temperature 0 unasked; the gateway passes it on, and the Messages API's request
-        # types no longer take it.
+        # The openai backend sends temperature 0 unasked; the gateway passes it on, and the anthropic SDK's request
+        # types (the fake's check) no longer take it.
         self.run_through_the_proxy("openai", "claude-fake", EVAL_TASK_GLOB="asset-get-details")
         self.assert_the_providers_accepted_every_request()
 
@@ -140,8 +140,8 @@ class ThroughLiteLLM(TempDirTestCase):
         self.assert_the_providers_accepted_every_request()
 
     # The backend comes with branch responses (issue 23 item 6); until it is merged there is nothing to run. LiteLLM
-    # serves /v1/responses for an anthropic/ model by translating to Messages; an openai/ model's it forwards as is,
-    # to an upstream the chat completions fake is not.
+    # serves /v1/responses for an anthropic/ model by translating to Messages; an openai/ model's it sends on to the
+    # upstream's own /v1/responses, which the chat completions fake does not serve.
     @unittest.skipUnless("openai-responses" in BACKENDS, "EVAL_BACKEND=openai-responses is not on this branch yet")
     def test_responses_clients_reach_a_claude_model_through_the_gateways_responses_endpoint(self) -> None:
         self.assert_every_task_passes("openai-responses", "claude-fake")
