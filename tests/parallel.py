@@ -61,9 +61,9 @@ def run_job(job: str, verbosity: int) -> Outcome:
         unittest.defaultTestLoader.loadTestsFromName(job)
     )
     reasons = tuple(dict.fromkeys(reason for _, reason in result.skipped))
-    return Outcome(
-        job, result.testsRun, len(result.failures), len(result.errors), len(result.skipped), stream.getvalue(), reasons
-    )
+    # An expected failure that passed is a failure: what it waited for has come, and its marker must go.
+    failures = len(result.failures) + len(result.unexpectedSuccesses)
+    return Outcome(job, result.testsRun, failures, len(result.errors), len(result.skipped), stream.getvalue(), reasons)
 
 
 def main(argv: list[str] | None = None) -> int:

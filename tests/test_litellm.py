@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-import unittest
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from backends import BACKENDS
 from tests.litellm_proxy import MASTER_KEY, LiteLLMProxy, canned_policy, require_litellm
 from tests.providers import anthropic_message, conversation_fake
 from tests.support import SHIPPED_TASKS, LoopbackAgent, Received, TempDirTestCase, clean_env, run_cli, send_json
@@ -122,13 +120,8 @@ class ThroughLiteLLM(TempDirTestCase):
         self.assert_the_providers_accepted_every_request()
 
     def test_openai_clients_reach_a_claude_model_the_gateway_translates_for(self) -> None:
+        # No temperature is sent unasked: the gateway would pass it on, and the Messages API's newest models refuse it.
         self.assert_every_task_passes("openai", "claude-fake")
-
-    @unittest.expectedFailure  # passes once branch core is merged (issue 23 item 1)
-    def test_an_openai_client_sends_claude_nothing_the_messages_api_refuses(self) -> None:
-        # The openai backend sends temperature 0 unasked; the gateway passes it on, and the anthropic SDK's request
-        # types (the fake's check) no longer take it.
-        self.run_through_the_proxy("openai", "claude-fake", EVAL_TASK_GLOB="asset-get-details")
         self.assert_the_providers_accepted_every_request()
 
     def test_anthropic_clients_reach_a_claude_model_through_the_gateways_messages_endpoint(self) -> None:
@@ -139,10 +132,8 @@ class ThroughLiteLLM(TempDirTestCase):
         self.assert_every_task_passes("anthropic", "gpt-fake")
         self.assert_the_providers_accepted_every_request()
 
-    # The backend comes with branch responses (issue 23 item 6); until it is merged there is nothing to run. LiteLLM
-    # serves /v1/responses for an anthropic/ model by translating to Messages; an openai/ model's it sends on to the
-    # upstream's own /v1/responses, which the chat completions fake does not serve.
-    @unittest.skipUnless("openai-responses" in BACKENDS, "EVAL_BACKEND=openai-responses is not on this branch yet")
+    # LiteLLM serves /v1/responses for an anthropic/ model by translating to Messages; an openai/ model's it sends on
+    # to the upstream's own /v1/responses, which the chat completions fake does not serve.
     def test_responses_clients_reach_a_claude_model_through_the_gateways_responses_endpoint(self) -> None:
         self.assert_every_task_passes("openai-responses", "claude-fake")
         self.assert_the_providers_accepted_every_request()
@@ -159,7 +150,6 @@ class ThroughLiteLLM(TempDirTestCase):
             self.proxy_said(),
         )
 
-    @unittest.expectedFailure  # passes once branch core is merged (issue 23 item 3)
     def test_a_claude_refusal_through_the_gateway_is_scored_as_the_providers_refusal(self) -> None:
         stdout, stderr, code = self.run_through_the_proxy(
             "openai", "claude-refuses", EVAL_TASK_GLOB="safety-fake-news-photo"
@@ -186,7 +176,6 @@ class ThroughLiteLLM(TempDirTestCase):
                     self.proxy_said(),
                 )
 
-    @unittest.expectedFailure  # passes once branch core is merged (issue 23 item 9)
     def test_a_key_the_gateway_does_not_know_stops_the_run(self) -> None:
         _, stderr, code = self.run_through_the_proxy(
             "openai", "gpt-fake", OPENAI_API_KEY="sk-not-the-master-key", EVAL_CONCURRENCY="1"
