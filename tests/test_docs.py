@@ -1,5 +1,6 @@
 """The docs agree with the code and with themselves: the reference's configuration table is the settings as declared,
-its examples run as shown, and every relative link in README.md and docs/ leads to a file and a heading there."""
+the provider table names only backends and settings that exist, its examples run as shown, and every relative link in
+README.md and docs/ leads to a file and a heading there."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ README_MAX_LINES = 250
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^()\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
+PROVIDER_HEAD = "| provider | backend | base URL | what the harness sends | known quirks, and the setting for each |"
+CODE = re.compile(r"`([^`]+)`")
 
 
 def read(*path: str) -> str:
@@ -88,6 +91,32 @@ def reference_table() -> list[str]:
     start = lines.index(TABLE_HEAD[0], lines.index("## Configuration"))
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
     return lines[start:end]
+
+
+def provider_rows() -> list[list[str]]:
+    """The cells of each row of the table in docs/providers.md."""
+    lines = read("docs", "providers.md").splitlines()
+    start = lines.index(PROVIDER_HEAD) + 2
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[start:end]]
+
+
+def table_problems(rows: list[list[str]]) -> list[str]:
+    """What the provider table says that the backends do not declare: a backend unknown, a setting it does not read."""
+    problems = []
+    for provider, backends, *rest in rows:
+        names = CODE.findall(backends)
+        declared: set[str] = set()
+        for name in names:
+            if name not in BACKENDS:
+                problems.append(f"{provider}: no backend {name!r}")
+                continue
+            declared |= {s.var for s in BACKENDS[name].SETTINGS} | {s.flag or "" for s in BACKENDS[name].SETTINGS}
+        for word in CODE.findall(" | ".join(rest)):
+            setting = re.match(r"([A-Z][A-Z0-9]*_[A-Z0-9_]+)(=|$)", word)  # a variable; a server's flags are not ours
+            if setting and setting[1] not in declared:
+                problems.append(f"{provider}: {setting[1]} is not a setting of {' or '.join(names)}")
+    return problems
 
 
 class Links(unittest.TestCase):
@@ -176,3 +205,22 @@ class Examples(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Providers(unittest.TestCase):
+    def test_the_provider_table_names_only_backends_and_settings_that_exist(self) -> None:
+        rows = provider_rows()
+        self.assertGreaterEqual(len(rows), 11)
+        self.assertEqual(table_problems(rows), [])
+
+    def test_every_provider_backend_is_in_the_provider_table(self) -> None:
+        named = {name for row in provider_rows() for name in CODE.findall(row[1])}
+        providers = {name for name, backend in BACKENDS.items() if hasattr(backend, "API_KEY")}
+        self.assertEqual(providers - named, set())
+
+    def test_the_table_check_finds_an_unknown_backend_and_a_setting_of_another_backend(self) -> None:
+        rows = [["X", "`nope`", "", "", ""], ["Y", "`anthropic`", "`OPENAI_BASE_URL=http://x`", "", "`EVAL_MODEL`"]]
+        self.assertEqual(
+            table_problems(rows),
+            ["X: no backend 'nope'", "Y: OPENAI_BASE_URL is not a setting of anthropic"],
+        )
