@@ -15,7 +15,6 @@ from backends.provider import (
     api_key,
     base_url,
     result_text,
-    spent,
     temperature,
 )
 from harness.leaks import NO_SECRETS, Secrets
@@ -119,16 +118,7 @@ class AnthropicMessagesBackend(ProviderBackend):
                     messages.append({"role": "user", "content": [_tool_result(result) for result in step.results]})
         return self.reply(*self.post({**self.request_base, "messages": messages}))
 
-    def reply(self, body: Any, attempts: int) -> Reply:
-        """The message read as a Reply; an error it ends as carries the tokens the message cost."""
-        usage = spent(body, "input_tokens", "output_tokens")
-        try:
-            return self._reply(body, attempts, usage)
-        except BackendError as err:
-            err.usage = usage
-            raise
-
-    def _reply(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
+    def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A message as a Reply: its tool uses, else its text or stated refusal; cut short or blank, an error."""
         try:
             blocks = body["content"]

@@ -42,7 +42,6 @@ FILTERED = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"})
 BAD_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 # Cut off before any call: by the token limit, or withheld as a recitation of its training data (no refusal).
 CUT_OFF = frozenset({"MAX_TOKENS", "RECITATION"})
-# The 400 Gemini answers to a key it does not know (its error's details name this reason).
 
 
 class GeminiBackend(ProviderBackend):
@@ -157,9 +156,16 @@ class GeminiBackend(ProviderBackend):
                     contents.append({"role": "user", "parts": parts})
         return self.reply(*self.post({**self.request_base, "contents": contents}))
 
-    def reply(self, body: Any, attempts: int) -> Reply:
+    def usage(self, body: Any) -> tuple[int, int] | None:
+        """(input, output) tokens from usageMetadata: the model's thoughts count as output."""
+        metadata = body.get("usageMetadata")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("promptTokenCount"), int):
+            return None
+        output = [metadata.get(key) for key in ("candidatesTokenCount", "thoughtsTokenCount")]
+        return metadata["promptTokenCount"], sum(count for count in output if isinstance(count, int))
+
+    def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """The first candidate as a Reply: its calls, else its text or stated refusal; cut off or blank, an error."""
-        usage = _usage(body.get("usageMetadata"))
         candidates = body.get("candidates")
         if not candidates:
             feedback = body.get("promptFeedback")
@@ -167,7 +173,7 @@ class GeminiBackend(ProviderBackend):
             if isinstance(blocked, str) and blocked:
                 reason = f"blockReason: {blocked}"
                 return Reply(refused=True, refused_by_provider=reason, attempts=attempts, usage=usage)
-            raise BackendError("reply:bad-provider-reply", "no candidates, and no blockReason", attempts, usage=usage)
+            raise BackendError("reply:bad-provider-reply", "no candidates, and no blockReason", attempts)
         try:
             candidate = candidates[0]
             content = candidate.get("content") or {}
@@ -180,21 +186,21 @@ class GeminiBackend(ProviderBackend):
             texts = [part["text"] for part in parts if isinstance(part.get("text"), str) and not part.get("thought")]
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             reason = f"not a generateContent response: no {exc}"
-            raise BackendError("reply:bad-provider-reply", reason, attempts, usage=usage) from None
+            raise BackendError("reply:bad-provider-reply", reason, attempts) from None
         finish = candidate.get("finishReason")
         if finish in BAD_CALLS:
             said = candidate.get("finishMessage")
             detail = f": {self.hidden.clip(said, 200)}" if isinstance(said, str) and said else ""
             reason = f"the model's function call could not be used (finishReason {finish}){detail}"
-            raise BackendError("reply:bad-provider-reply", reason, attempts, usage=usage)
+            raise BackendError("reply:bad-provider-reply", reason, attempts)
         calls = [self.tool_call(name, args, self.call_id(given, "gemini_h")) for name, args, given in raw_calls]
         text = "\n".join(texts) or None
         if not calls and finish in CUT_OFF:
             reason = f"the reply was cut off (finishReason {finish}) before any function call"
-            raise BackendError("reply:truncated", reason, attempts, usage=usage)
+            raise BackendError("reply:truncated", reason, attempts)
         stated = finish if not calls and finish in FILTERED else None
         if not calls and blank(text) and stated is None:
-            raise BackendError("reply:empty", "a blank reply: no function call, no text", attempts, usage=usage)
+            raise BackendError("reply:empty", "a blank reply: no function call, no text", attempts)
         return Reply(
             tool_calls=tuple(calls),
             refused=not calls,
@@ -220,14 +226,6 @@ def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, An
     if call.get("id"):
         answer["id"] = call["id"]
     return {"functionResponse": answer}
-
-
-def _usage(metadata: Any) -> tuple[int, int] | None:
-    """(input, output) tokens from usageMetadata: the model's thoughts count as output."""
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("promptTokenCount"), int):
-        return None
-    output = [metadata.get(key) for key in ("candidatesTokenCount", "thoughtsTokenCount")]
-    return metadata["promptTokenCount"], sum(count for count in output if isinstance(count, int))
 
 
 def gemini_error_text(body: bytes, hidden: Secrets) -> str:

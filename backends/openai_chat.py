@@ -15,7 +15,6 @@ from backends.provider import (
     api_key,
     base_url,
     result_text,
-    spent,
 )
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
@@ -36,6 +35,7 @@ class OpenAIChatBackend(ProviderBackend):
     """POST {base}/chat/completions: the system prompt and the task prompt as messages, the tools as functions."""
 
     NAME = "openai"
+    USAGE = ("prompt_tokens", "completion_tokens")
     BASE_URL = base_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
     API_KEY = api_key("OPENAI_API_KEY")
     SETTINGS = (
@@ -110,16 +110,7 @@ class OpenAIChatBackend(ProviderBackend):
                 ]
         return self.reply(*self.post({**self.request_base, "messages": messages}))
 
-    def reply(self, body: Any, attempts: int) -> Reply:
-        """The completion read as a Reply; an error it ends as carries the tokens the completion cost."""
-        usage = spent(body, "prompt_tokens", "completion_tokens")
-        try:
-            return self._reply(body, attempts, usage)
-        except BackendError as err:
-            err.usage = usage
-            raise
-
-    def _reply(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
+    def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A completion as a Reply: its calls, else its text as a refusal; cut short or blank, an error."""
         try:
             choice = body["choices"][0]

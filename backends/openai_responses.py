@@ -19,7 +19,6 @@ from backends.provider import (
     ProviderBackend,
     ProviderSettings,
     result_text,
-    tokens,
 )
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
@@ -108,17 +107,15 @@ class OpenAIResponsesBackend(ProviderBackend):
                 ]
         return self.reply(*self.post({**self.request_base, "input": items}))
 
-    def reply(self, body: Any, attempts: int) -> Reply:
+    def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A response as a Reply: its function calls, else its text or stated refusal; failed, cut short or blank, an
-        error that keeps the tokens it cost."""
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        spent = tokens(usage.get("input_tokens"), usage.get("output_tokens"))
+        error."""
         error = body.get("error")
         if body.get("status") == "failed" or error:
             code, message = (error.get("code"), error.get("message")) if isinstance(error, dict) else (None, None)
             named = f" ({code})" if isinstance(code, str) and code else ""
             named += f": {self.hidden.clip(message, 200)}" if isinstance(message, str) and message else ""
-            raise BackendError("reply:provider-error", f"the response failed{named}", attempts, usage=spent)
+            raise BackendError("reply:provider-error", f"the response failed{named}", attempts)
         try:
             items = body["output"]
             raw_calls = [
@@ -130,7 +127,7 @@ class OpenAIResponsesBackend(ProviderBackend):
             texts = [part["text"] for part in parts if part["type"] == "output_text"]
             refusals = [part["refusal"] for part in parts if part["type"] == "refusal"]
         except (KeyError, TypeError, AttributeError) as exc:
-            raise BackendError("reply:bad-provider-reply", f"not a response: no {exc}", attempts, usage=spent) from None
+            raise BackendError("reply:bad-provider-reply", f"not a response: no {exc}", attempts) from None
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
         said = ["\n".join(t for t in found if isinstance(t, str)) for found in (texts, refusals)]
         text = next((value for value in said if not blank(value)), next(filter(None, said), None))
@@ -140,10 +137,10 @@ class OpenAIResponsesBackend(ProviderBackend):
         if not calls and body.get("status") == "incomplete":
             if reason != "content_filter":
                 why = f"the response is incomplete ({reason or 'no reason given'}) before any function call"
-                raise BackendError("reply:truncated", why, attempts, usage=spent)
+                raise BackendError("reply:truncated", why, attempts)
             refused_by = "content_filter"
         if not calls and refused_by is None and blank(text):
-            raise BackendError("reply:empty", "a blank response: no function call, no text", attempts, usage=spent)
+            raise BackendError("reply:empty", "a blank response: no function call, no text", attempts)
         # The output items as the next request must carry them: each as it came, a call under the id it is known by.
         ids = iter(call_id for _, _, call_id in raw_calls)
         native = [{**item, "call_id": next(ids)} if item["type"] == "function_call" else item for item in items]
@@ -152,7 +149,7 @@ class OpenAIResponsesBackend(ProviderBackend):
             refused=not calls,
             text=text,
             attempts=attempts,
-            usage=spent,
+            usage=usage,
             refused_by_provider=refused_by if not calls else None,
             native=native,
         )

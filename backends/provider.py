@@ -13,7 +13,7 @@ from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import AgentSurface, BackendError, ToolCall, ToolResult, field, record
+from harness.records import AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources, choice, number
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
@@ -114,6 +114,7 @@ class ProviderBackend:
     BASE_URL: Setting
     API_KEY: Setting
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
+    USAGE = ("input_tokens", "output_tokens")  # what a reply's `usage` names its input and output tokens
     TEMPERATURE = TEMPERATURE  # the range this provider takes
 
     @classmethod
@@ -222,6 +223,23 @@ class ProviderBackend:
                 attempts,
             )
         return body, attempts
+
+    def reply(self, body: Any, attempts: int) -> Reply:
+        """The provider's reply read as a Reply; an error it ends as carries the tokens the reply cost."""
+        usage = self.usage(body)
+        try:
+            return self.read(body, attempts, usage)
+        except BackendError as err:
+            err.usage = usage
+            raise
+
+    def usage(self, body: Any) -> tuple[int, int] | None:
+        """The (input, output) tokens a reply says it cost under USAGE in its `usage`, whatever else it holds."""
+        return spent(body, *self.USAGE)
+
+    def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
+        """The provider's decoded reply as a Reply: its calls, else its text or stated refusal; else an error."""
+        raise NotImplementedError
 
     def tool_call(self, name: Any, args: Any, call_id: str) -> ToolCall:
         """A call in the task file's names; arguments that are not an object make a call that fails, not a crash."""
