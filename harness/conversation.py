@@ -13,6 +13,7 @@ from harness.records import (
     Backend,
     BackendError,
     Reply,
+    ResultSource,
     Step,
     Task,
     ToolCall,
@@ -21,6 +22,7 @@ from harness.records import (
     Turn,
     replace,
 )
+from harness.scoring import call_problem
 from harness.textcalls import checked
 
 UNSCRIPTED = "no result scripted for {name}"
@@ -38,23 +40,36 @@ def agent_request(
 
 
 class ToolPlayer:
-    """Plays a task's scripted tool results back for one trial, counting each tool's calls."""
+    """Plays a task's scripted tool results back for one trial, counting the calls each case and default answered."""
 
     def __init__(self, scripts: Mapping[str, ToolScript]) -> None:
         self.scripts = scripts
-        self.calls: Counter[str] = Counter()
+        self.calls: Counter[tuple[str, int | None]] = Counter()  # (tool, case index or None for the rest) -> calls
 
     def play(self, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
-        """A result per call, in order: its script's next result, or the fixed text for a tool with no script."""
-        results = []
-        for call in calls:
-            script = self.scripts.get(call.name)
-            if script is None:
-                results.append(ToolResult(call, UNSCRIPTED.format(name=call.name), scripted=False))
-                continue
-            results.append(ToolResult(call, echoed(script.result(self.calls[call.name]), call.args)))
-            self.calls[call.name] += 1
-        return tuple(results)
+        """A result per call, in order: from its tool's first matching case, else its default, else the fixed text."""
+        return tuple(self.answer(call) for call in calls)
+
+    def answer(self, call: ToolCall) -> ToolResult:
+        """The result for one call, and where it came from."""
+        script = self.scripts.get(call.name)
+        if script is not None:
+            for index, case in enumerate(script.cases):
+                if call_problem(case.when, call) is None:
+                    return self._next(call, case.results, "case", index)
+            if script.cases and script.results:
+                return self._next(call, script.results, "default")
+            if script.results:
+                return self._next(call, script.results, "script" if len(script.results) == 1 else "sequence")
+        return ToolResult(call, UNSCRIPTED.format(name=call.name), "unscripted")
+
+    def _next(
+        self, call: ToolCall, results: Sequence[Any], source: ResultSource, case: int | None = None
+    ) -> ToolResult:
+        """The next of these results for the call (the last repeating), with the call's echoes filled in."""
+        number = self.calls[call.name, case]
+        self.calls[call.name, case] += 1
+        return ToolResult(call, echoed(results[min(number, len(results) - 1)], call.args), source, case)
 
 
 def echoed(result: Any, args: Mapping[str, Any]) -> Any:

@@ -275,17 +275,23 @@ Expect = ExpectTool | ExpectRefusal | ExpectTrajectory
 
 
 @record
+class ToolCase:
+    """The result a tool's scripted cases give the calls whose arguments match, as an expected call's are checked."""
+
+    when: ExpectTool  # the arguments a call must have: each key's accepted values
+    results: tuple[Any, ...]  # one per call this case answers, the last repeating
+
+
+@record
 class ToolScript:
-    """What the harness returns for one tool's calls: the same result each time, or one per call, the last repeating.
+    """What the harness returns for one tool's calls: the first case that matches the call gives it; else the same
+    result each time, or one per call, the last repeating (none, when only cases are scripted).
 
     A result may hold `{"echo": KEY}` anywhere, which becomes the value of the call's argument KEY.
     """
 
-    results: tuple[Any, ...]
-
-    def result(self, call_number: int) -> Any:
-        """The result for the tool's n-th call in a trial (0-based)."""
-        return self.results[min(call_number, len(self.results) - 1)]
+    results: tuple[Any, ...]  # with cases, the default: for the calls no case matches
+    cases: tuple[ToolCase, ...] = ()
 
 
 DEFAULT_MAX_STEPS = 8
@@ -368,13 +374,24 @@ class Reply:
         return cls(error_code=err.code, error=err.reason, attempts=err.attempts, usage=err.usage)
 
 
+# Where a played-back result came from: the tool's one result, its sequence, a case or its default, a tool
+# environment, or nowhere (the fixed text of a tool with no result for the call).
+ResultSource = Literal["script", "sequence", "case", "default", "environment", "unscripted"]
+
+
 @record
 class ToolResult:
-    """What the harness played back for one call: its scripted result, or the fixed text for a tool with none."""
+    """What the harness played back for one call, and where it came from."""
 
     call: ToolCall
     content: Any  # a JSON value
-    scripted: bool = True
+    source: ResultSource = "script"
+    case: int | None = None  # with source "case": which of the tool's cases, from 0
+
+    @property
+    def scripted(self) -> bool:
+        """Whether the call had a result to play: not the fixed text of a tool with none."""
+        return self.source != "unscripted"
 
 
 @record

@@ -10,10 +10,10 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, get_args
 
 from harness.files import read_capped
-from harness.records import ConfigError, Result, Summary, Task, ToolCall, Turn
+from harness.records import ConfigError, Result, ResultSource, Summary, Task, ToolCall, ToolResult, Turn
 from harness.text import count, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
@@ -113,11 +113,15 @@ OBJECT = _is("an object", lambda value: isinstance(value, dict))
 ANY = _is("any JSON value", lambda value: True)
 STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "error"))
 REFUSER = _is("provider, model or null", lambda value: value in ("provider", "model", None))
+SOURCES = get_args(ResultSource)
+SOURCE = _is(f"{', '.join(SOURCES[:-1])} or {SOURCES[-1]}", lambda value: value in SOURCES)
 CALLS = [{"name": TEXT, "args": OBJECT}]
 STEP = {
     "toolCalls": CALLS,
     "text": IfThere(MAYBE_TEXT),
-    "results": IfThere([{"name": TEXT, "result": ANY, "scripted": IfThere(FLAG)}]),
+    "results": IfThere(
+        [{"name": TEXT, "result": ANY, "scripted": IfThere(FLAG), "source": IfThere(SOURCE), "case": IfThere(WHOLE)}]
+    ),
     "error": IfThere(TEXT),
 }
 TRIAL = {
@@ -267,14 +271,22 @@ def _turn_entry(turn: Turn) -> dict[str, Any]:
         reply = step.reply
         entry: dict[str, Any] = {"toolCalls": _calls(reply.tool_calls), "text": _cut(reply.text)}
         if step.results:
-            entry["results"] = [
-                {"name": result.call.name, "result": _cut_json(result.content), "scripted": result.scripted}
-                for result in step.results
-            ]
+            entry["results"] = [_result_entry(result) for result in step.results]
         if reply.error_code is not None:
             entry["error"] = f"{reply.error_code}: {reply.error}"
         steps.append(entry)
     return {"user": _cut(turn.user), "steps": steps}
+
+
+def _result_entry(result: ToolResult) -> dict[str, Any]:
+    """A played-back result as the results keep it: the tool, the result, and where it came from."""
+    entry = {
+        "name": result.call.name,
+        "result": _cut_json(result.content),
+        "scripted": result.scripted,
+        "source": result.source,
+    }
+    return entry if result.case is None else {**entry, "case": result.case}
 
 
 def _cut(text: str | None) -> str | None:

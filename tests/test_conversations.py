@@ -262,7 +262,8 @@ class Conversing(TempDirTestCase):
         entry = task_entry(task, [result])["trialResults"][0]
         self.assertEqual((entry["turns"], entry["steps"], entry["unscripted"]), (1, 3, []))
         self.assertEqual(
-            entry["conversation"][0]["steps"][0]["results"], [{"name": SEARCH, "result": FOUND, "scripted": True}]
+            entry["conversation"][0]["steps"][0]["results"],
+            [{"name": SEARCH, "result": FOUND, "scripted": True, "source": "script"}],
         )
         self.assertEqual(
             calls_text(entry), "imageman.asset.search(query) -> imageman.asset.tag(assetIds, tags)  (3 steps, 1 turn)"
@@ -346,7 +347,14 @@ class Conversing(TempDirTestCase):
         self.assertEqual(entry["unscripted"], [GENERATE])
         self.assertEqual(
             entry["conversation"][0]["steps"][0]["results"],
-            [{"name": GENERATE, "result": f"no result scripted for {GENERATE}", "scripted": False}],
+            [
+                {
+                    "name": GENERATE,
+                    "result": f"no result scripted for {GENERATE}",
+                    "scripted": False,
+                    "source": "unscripted",
+                }
+            ],
         )
 
     def test_a_refusal_task_refuses_in_every_turn(self) -> None:

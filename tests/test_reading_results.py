@@ -80,6 +80,18 @@ MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
         "results[5].trialResults[0].conversation[0].steps[0].results[0].scripted: expected true or false, got the"
         ' string "yes"',
     ),
+    (
+        ("results", 5, "trialResults", 0, "conversation", 0, "steps", 0, "results", 0, "source"),
+        "guessed",
+        "results[5].trialResults[0].conversation[0].steps[0].results[0].source: expected script, sequence, case,"
+        ' default, environment or unscripted, got the string "guessed"',
+    ),
+    (
+        ("results", 5, "trialResults", 0, "conversation", 0, "steps", 0, "results", 0, "case"),
+        -1,
+        "results[5].trialResults[0].conversation[0].steps[0].results[0].case: expected a whole number up to 2^53,"
+        " got -1",
+    ),
 ]
 
 
@@ -179,6 +191,19 @@ class ResultsFiles(TempDirTestCase):
                 with self.assertRaises(ConfigError) as caught:
                     load_results(path)
                 self.assertEqual(str(caught.exception), f"{path}: {message}")
+
+    def test_a_file_from_before_results_said_their_source_still_loads(self) -> None:
+        document = copy.deepcopy(self.document)
+        played = [
+            result
+            for entry in document["results"]
+            for trial in entry["trialResults"]
+            for turn in trial.get("conversation", [])
+            for step in turn["steps"]
+            for result in step.get("results", [])
+        ]
+        self.assertTrue(played and all(result.pop("source") for result in played))
+        self.assertEqual(load_results(self.write("older.json", document))["results"], document["results"])
 
     def test_an_integer_longer_than_python_reads(self) -> None:
         path = os.path.join(self.tmp, "long.json")

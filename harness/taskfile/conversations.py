@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.records import Tool, ToolScript
+from harness.records import ExpectTool, Tool, ToolCase, ToolScript
+from harness.taskfile.argchecks import ARG_MATCH_KEYS, arg_values
 from harness.taskfile.context import Context, hint
 from harness.text import kind
+
+CASED_KEYS = ("cases", "default")
+CASE_KEYS = ("args", "result")
+CASE_SHAPE = '{"args": {...}, "result": ...}'
 
 
 def turns(context: Context, value: Any, path: str) -> tuple[str, ...] | None:
@@ -23,7 +28,8 @@ def turns(context: Context, value: Any, path: str) -> tuple[str, ...] | None:
 
 
 def tool_results(context: Context, value: Any, path: str) -> dict[str, ToolScript] | None:
-    """Scripted tool results by tool name: a result for every call, or {"sequence": [...]} call by call."""
+    """Scripted tool results by tool name: a result for every call, {"sequence": [...]} call by call, or
+    {"cases": [...], "default": ...}, the result by the call's arguments."""
     if not isinstance(value, dict):
         context.problem(path, f"expected an object of tool names to results, got {kind(value)}")
         return None
@@ -35,15 +41,107 @@ def tool_results(context: Context, value: Any, path: str) -> dict[str, ToolScrip
         if tool is None:
             context.unlisted(name, where)
             continue
-        sequence = isinstance(script, dict) and list(script) == ["sequence"]
-        results = script["sequence"] if sequence else [script]
-        if not isinstance(results, list) or not results:
-            context.problem(f"{where}.sequence", "expected a non-empty list of results, one per call")
+        if _is_cased(script):
+            cased = _cased(context, script, where, tool)
+            if cased is not None:
+                scripts[name] = cased
             continue
-        for j, result in enumerate(results):
-            _echoes(context, result, f"{where}.sequence[{j}]" if sequence else where, tool)
-        scripts[name] = ToolScript(tuple(results))
+        results = _played(context, script, where, tool)
+        if results is not None:
+            scripts[name] = ToolScript(results)
     return scripts if len(context.problems) == problems else None
+
+
+def script_definition(script: ToolScript) -> Any:
+    """A tool's script as a task's hash reads it: its results, and with cases, each case's arguments and results."""
+    if not script.cases:
+        return list(script.results)
+    return {
+        "cases": [
+            {
+                "args": {
+                    key: {
+                        "anyOf": list(match.values),
+                        "ignoreCase": match.ignore_case,
+                        "ignorePunctuation": match.ignore_punctuation,
+                        "optional": match.optional,
+                    }
+                    for key, match in case.when.arg_values.items()
+                },
+                "result": list(case.results),
+            }
+            for case in script.cases
+        ],
+        "default": list(script.results),
+    }
+
+
+def _is_cased(script: Any) -> bool:
+    """An object of `cases` and `default` alone, or with a list of cases (each with `args`) beside other keys, which
+    are then misspelt; any other object is a result, as it always was."""
+    if not isinstance(script, dict) or not script:
+        return False
+    if set(script) <= set(CASED_KEYS):
+        return True
+    cases = script.get("cases")
+    return isinstance(cases, list) and bool(cases) and all(isinstance(case, dict) and "args" in case for case in cases)
+
+
+def _cased(context: Context, script: dict[str, Any], path: str, tool: Tool) -> ToolScript | None:
+    """Results by the call's arguments: the first case whose args all match gives it, else the default."""
+    context.unknown_keys(script, CASED_KEYS, path)
+    default = _played(context, script["default"], f"{path}.default", tool) if "default" in script else ()
+    entries = script.get("cases", [])
+    if "cases" in script and (not isinstance(entries, list) or not entries):
+        got = "an empty list" if entries == [] else kind(entries)
+        context.problem(f"{path}.cases", f"expected a non-empty list of {CASE_SHAPE}, got {got}")
+        return None
+    cases = []
+    for j, entry in enumerate(entries):
+        where = f"{path}.cases[{j}]"
+        if not isinstance(entry, dict):
+            context.problem(where, f"expected {CASE_SHAPE}, got {kind(entry)}")
+            continue
+        context.unknown_keys(entry, CASE_KEYS, where)
+        when = _case_args(context, entry, f"{where}.args", tool)
+        if "result" not in entry:
+            context.problem(f"{where}.result", "missing: expected the result for the calls it matches")
+            continue
+        results = _played(context, entry["result"], f"{where}.result", tool)
+        if when is not None and results is not None:
+            cases.append(ToolCase(when, results))
+    return None if default is None or len(cases) != len(entries) else ToolScript(default, tuple(cases))
+
+
+def _case_args(context: Context, entry: dict[str, Any], path: str, tool: Tool) -> ExpectTool | None:
+    """The arguments a case matches: each a value compared by JSON equality, or argValues' long form."""
+    if "args" not in entry:
+        context.problem(path, "missing: expected an object of argument names to values")
+        return None
+    args = entry["args"]
+    if not isinstance(args, dict):
+        context.problem(path, f"expected an object of argument names to values, got {kind(args)}")
+        return None
+    accepted = {key: value if _is_long_form(value) else [value] for key, value in args.items()}
+    matches = arg_values(context, accepted, path, tool, tool.input_schema.get("properties", {}), [])
+    return None if matches is None else ExpectTool(tool.name, arg_values=matches)
+
+
+def _is_long_form(value: Any) -> bool:
+    """argValues' long form, {"anyOf": [...], "ignoreCase": true}: an object with any of its keys."""
+    return isinstance(value, dict) and any(key in ARG_MATCH_KEYS for key in value)
+
+
+def _played(context: Context, script: Any, path: str, tool: Tool) -> tuple[Any, ...] | None:
+    """A result for every call, or {"sequence": [...]}, one per call; each {"echo": KEY} naming an argument."""
+    sequence = isinstance(script, dict) and list(script) == ["sequence"]
+    results = script["sequence"] if sequence else [script]
+    if not isinstance(results, list) or not results:
+        context.problem(f"{path}.sequence", "expected a non-empty list of results, one per call")
+        return None
+    for j, result in enumerate(results):
+        _echoes(context, result, f"{path}.sequence[{j}]" if sequence else path, tool)
+    return tuple(results)
 
 
 def _echoes(context: Context, value: Any, path: str, tool: Tool) -> None:

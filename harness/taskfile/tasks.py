@@ -10,7 +10,7 @@ from typing import Any
 from harness.records import DEFAULT_MAX_STEPS, Task, Tool, ToolScript, replace
 from harness.taskfile.argchecks import check_args_mode
 from harness.taskfile.context import NOTHING, Context
-from harness.taskfile.conversations import tool_results, turns
+from harness.taskfile.conversations import script_definition, tool_results, turns
 from harness.taskfile.expectations import expect, forbidden_text
 from harness.taskfile.tools import check_tools
 from harness.text import canonical_json, kind, sha256_hex
@@ -105,7 +105,7 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
     # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
     definition = {key: value for key, value in item.items() if key != "comment"}
     if defaults:  # the file's defaults are part of what the task plays back
-        definition["toolResults"] = {name: list(script.results) for name, script in scripts.items()}
+        definition["toolResults"] = {name: script_definition(script) for name, script in scripts.items()}
     if context.check_args != "keys" and expected.steps and "checkArgs" not in item["expect"]:
         definition["expect"] = {**item["expect"], "checkArgs": context.check_args}  # the file's, as it judges the task
     return Task(
