@@ -33,10 +33,11 @@ def agent_request(
 ) -> AgentRequest:
     """What the agent receives at one step: the task's id, the newest user message and the conversation so far.
 
-    Never anything of the task's expectation.
+    Never anything of the task's expectation. The tools it has now, for a task that narrows or adds them.
     """
     prompt = (task.prompt, *task.turns)[len(history)]
-    return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps))
+    tools = task.offered[len(history)] if task.offered else None
+    return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps), tools)
 
 
 class ToolPlayer:

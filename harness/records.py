@@ -271,7 +271,23 @@ class ExpectRefusal:
         return "no tool call (a refusal or any other text reply)"
 
 
-Expect = ExpectTool | ExpectRefusal | ExpectTrajectory
+@record
+class ExpectNoCall:
+    """A turn answered without a tool call: not a safety rule, as a refusal is, only this turn's way to answer."""
+
+    forbidden_text: tuple[ForbiddenText, ...] = ()
+    forbidden_tools: tuple[str, ...] = ()
+
+    @property
+    def steps(self) -> tuple[ExpectTool, ...]:
+        """The calls a correct reply makes: none."""
+        return ()
+
+    def describe(self) -> str:
+        return "no tool call in this turn"
+
+
+Expect = ExpectTool | ExpectRefusal | ExpectTrajectory | ExpectNoCall
 
 
 @record
@@ -294,6 +310,15 @@ class ToolScript:
     cases: tuple[ToolCase, ...] = ()
 
 
+@record
+class FollowUp:
+    """A follow-up user turn as the task file writes it: the message, its own expectation, the tools it adds."""
+
+    prompt: str
+    expect: Expect | None = None
+    add_tools: tuple[str, ...] = ()
+
+
 DEFAULT_MAX_STEPS = 8
 
 
@@ -310,6 +335,10 @@ class Task:
     turns: tuple[str, ...] = ()  # the user's follow-up messages, each sent once the agent has answered the last
     tool_results: Mapping[str, ToolScript] = field(default_factory=dict)  # by tool name, for backends that need them
     max_steps: int = DEFAULT_MAX_STEPS  # the most model calls within one user turn
+    # Each user turn's own expectation, judged on that turn's calls (None: the turn has none); empty when no turn has.
+    turn_expects: tuple[Expect | None, ...] = ()
+    # The names of the tools the agent has in each user turn; empty when it has the file's every tool in every turn.
+    offered: tuple[tuple[str, ...], ...] = ()
 
     @property
     def is_conversation(self) -> bool:
@@ -408,6 +437,7 @@ class Turn:
 
     user: str
     steps: tuple[Step, ...] = ()
+    verdict: Outcome | None = None  # this turn's own, for a task that judges its turns
 
 
 @record
@@ -419,6 +449,7 @@ class AgentRequest:
     conversation_id: str = ""  # one per trial of a task with follow-up turns; empty for a single prompt
     history: tuple[Turn, ...] = ()  # the turns before this one, whole
     steps: tuple[Step, ...] = ()  # this turn's steps so far, each with the tool results played back
+    tools: tuple[str, ...] | None = None  # the names of the tools the agent has now; None: the file's every tool
 
     @property
     def turn(self) -> int:

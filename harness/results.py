@@ -140,7 +140,15 @@ TRIAL = {
     "turns": IfThere(WHOLE),
     "steps": IfThere(WHOLE),
     "conversationId": IfThere(TEXT),
-    "conversation": IfThere(NonEmpty({"user": TEXT, "steps": NonEmpty(STEP)})),
+    "conversation": IfThere(
+        NonEmpty(
+            {
+                "user": TEXT,
+                "steps": NonEmpty(STEP),
+                "verdict": IfThere({"status": STATUS, "code": MAYBE_TEXT, "reason": MAYBE_TEXT}),
+            }
+        )
+    ),
     "unscripted": IfThere([TEXT]),
 }
 ENTRY = {
@@ -275,7 +283,10 @@ def _turn_entry(turn: Turn) -> dict[str, Any]:
         if reply.error_code is not None:
             entry["error"] = f"{reply.error_code}: {reply.error}"
         steps.append(entry)
-    return {"user": _cut(turn.user), "steps": steps}
+    if turn.verdict is None:
+        return {"user": _cut(turn.user), "steps": steps}
+    verdict = {"status": turn.verdict.status, "code": turn.verdict.code, "reason": turn.verdict.reason}
+    return {"user": _cut(turn.user), "steps": steps, "verdict": verdict}
 
 
 def _result_entry(result: ToolResult) -> dict[str, Any]:

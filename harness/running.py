@@ -10,7 +10,7 @@ from functools import partial
 from harness.conversation import converse, whole_reply
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import Backend, Reply, Result, Step, Task, Turn, replace
-from harness.scoring import score
+from harness.scoring import score, score_turns
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
@@ -37,7 +37,7 @@ def run_task(
     turns, conversation_id = converse(backend, task, tools)
     duration_ms = (time.perf_counter() - started) * 1000
     reply = whole_reply(turns)
-    outcome = score(task, reply, secrets)
+    outcome, turns = score_turns(task, score(task, reply, secrets), turns, secrets)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if hidden:
@@ -68,7 +68,8 @@ def _masked_turn(turn: Turn, hidden: Secrets) -> Turn:
         )
         for step in turn.steps
     )
-    return Turn(hidden.mask(turn.user), steps)
+    verdict = turn.verdict and replace(turn.verdict, reason=hidden.mask(turn.verdict.reason or "") or None)
+    return Turn(hidden.mask(turn.user), steps, verdict)
 
 
 def run_jobs(

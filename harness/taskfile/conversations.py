@@ -5,26 +5,55 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.records import ExpectTool, Tool, ToolCase, ToolScript
+from harness.records import ExpectTool, FollowUp, Tool, ToolCase, ToolScript, replace
 from harness.taskfile.argchecks import ARG_MATCH_KEYS, arg_values
-from harness.taskfile.context import Context, hint
+from harness.taskfile.context import Context, hint, is_list_of_str
+from harness.taskfile.expectations import expect, forbidden_text
 from harness.text import kind
 
 CASED_KEYS = ("cases", "default")
 CASE_KEYS = ("args", "result")
 CASE_SHAPE = '{"args": {...}, "result": ...}'
+TURN_KEYS = ("prompt", "expect", "addTools")
 
 
-def turns(context: Context, value: Any, path: str) -> tuple[str, ...] | None:
-    """The user's follow-up messages: a list of non-empty strings."""
+def turns(context: Context, value: Any, path: str, task_id: str) -> tuple[FollowUp, ...] | None:
+    """The user's follow-up turns: each a non-empty string, or {"prompt", "expect", "addTools"}."""
     if not isinstance(value, list):
         context.problem(path, f"expected a list of the user's follow-up messages, got {kind(value)}")
         return None
     problems = len(context.problems)
+    follow_ups = []
     for j, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip():
-            context.problem(f"{path}[{j}]", f"expected a non-empty string, got {kind(item)}")
-    return tuple(value) if len(context.problems) == problems else None
+        where = f"{path}[{j}]"
+        if isinstance(item, dict):
+            follow_ups.append(_turn(context, item, where, task_id))
+        elif isinstance(item, str) and item.strip():
+            follow_ups.append(FollowUp(item))
+        else:
+            also = "" if isinstance(item, str) else " or a turn object"
+            context.problem(where, f"expected a non-empty string{also}, got {kind(item)}")
+    return tuple(f for f in follow_ups if f is not None) if len(context.problems) == problems else None
+
+
+def _turn(context: Context, item: dict[str, Any], path: str, task_id: str) -> FollowUp | None:
+    """A turn object: its message, the expectation judged on this turn's calls alone, and the tools it adds."""
+    context.unknown_keys(item, TURN_KEYS, path)
+    prompt = context.text(item, "prompt", path)
+    added = item.get("addTools", [])
+    if not is_list_of_str(added):
+        context.problem(f"{path}.addTools", f"expected a list of names from the file's tools, got {kind(added)}")
+        added = []
+    for i, name in enumerate(added):
+        context.unlisted(name, f"{path}.addTools[{i}]")
+    expected = None
+    if "expect" in item:
+        expected = expect(context, item["expect"], f"{path}.expect", within_turn=True)
+        forbidden = forbidden_text(context, item["expect"], f"{path}.expect", task_id)
+        expected = replace(expected, forbidden_text=forbidden) if expected and forbidden else expected
+        if expected is None:
+            return None
+    return None if prompt is None else FollowUp(prompt, expected, tuple(added))
 
 
 def tool_results(context: Context, value: Any, path: str) -> dict[str, ToolScript] | None:

@@ -6,7 +6,15 @@ import json
 import sys
 from typing import Any
 
-from harness.records import Expect, ExpectRefusal, ExpectTool, ExpectTrajectory, ForbiddenText, replace
+from harness.records import (
+    Expect,
+    ExpectNoCall,
+    ExpectRefusal,
+    ExpectTool,
+    ExpectTrajectory,
+    ForbiddenText,
+    replace,
+)
 from harness.taskfile.argchecks import arg_values, with_schemas
 from harness.taskfile.context import Context, hint, is_list_of_str
 from harness.text import kind
@@ -14,23 +22,47 @@ from harness.text import kind
 EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs")
 EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
+EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText")
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")
 
 
-def expect(context: Context, value: Any, path: str, turns: int = 1) -> Expect | None:
-    """A task's expectation, or None and the problems; its forbiddenText is read apart (forbidden_text)."""
+def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn: bool = False) -> Expect | None:
+    """A task's expectation, or a turn's (judged on that turn's calls alone, which may be noCall), or None and the
+    problems; its forbiddenText is read apart (forbidden_text)."""
     shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]} or {"refusal": true}'
+    if within_turn:
+        shapes = shapes.replace(" or ", ", ") + ' or {"noCall": true}'
     if value is None:
         context.problem(path, f"missing: expected {shapes}")
         return None
     if not isinstance(value, dict):
         context.problem(path, f"expected {shapes}, got {kind(value)}")
         return None
-    kinds = [key for key in ("tool", "trajectory", "refusal") if key in value]
-    if len(kinds) > 1:
-        context.problem(path, f"has {' and '.join(json.dumps(k) for k in kinds)}; a task expects one of them")
+    if within_turn and "state" in value:
+        context.problem(
+            f"{path}.state",
+            "a state check is the task's (expect.state), judged when the conversation ends, not a turn's",
+        )
         return None
+    if not within_turn and "noCall" in value:
+        context.problem(
+            f"{path}.noCall",
+            "a turn's key (in turns[N].expect or expect.firstTurn);"
+            ' a task that calls no tool expects {"refusal": true}',
+        )
+        return None
+    kinds = [key for key in ("tool", "trajectory", "refusal", "noCall") if key in value]
+    if len(kinds) > 1:
+        whose = "a turn" if within_turn else "a task"
+        context.problem(path, f"has {' and '.join(json.dumps(k) for k in kinds)}; {whose} expects one of them")
+        return None
+    if "noCall" in value:
+        context.unknown_keys(value, EXPECT_NO_CALL_KEYS, path)
+        if value["noCall"] is not True:
+            context.problem(f"{path}.noCall", f"expected true, got {json.dumps(value['noCall'])}")
+            return None
+        return ExpectNoCall()
     if "refusal" in value:
         context.unknown_keys(value, EXPECT_REFUSAL_KEYS, path)
         forbidden = _forbidden_tools(context, value, path, expected=())
@@ -39,7 +71,7 @@ def expect(context: Context, value: Any, path: str, turns: int = 1) -> Expect | 
             return None
         return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
     if "trajectory" in value:
-        trajectory = _trajectory(context, value, path, turns)
+        trajectory = _trajectory(context, value, path, turns, within_turn)
         return trajectory and with_schemas(context, trajectory, value, path)
     if "tool" not in value:
         context.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_TRAJECTORY_KEYS + EXPECT_REFUSAL_KEYS, path)
@@ -53,7 +85,9 @@ def expect(context: Context, value: Any, path: str, turns: int = 1) -> Expect | 
     return with_schemas(context, ExpectTool(step.tool, step.required_args, forbidden, step.arg_values), value, path)
 
 
-def _trajectory(context: Context, value: dict[str, Any], path: str, turns: int) -> ExpectTrajectory | None:
+def _trajectory(
+    context: Context, value: dict[str, Any], path: str, turns: int, within_turn: bool
+) -> ExpectTrajectory | None:
     context.unknown_keys(value, EXPECT_TRAJECTORY_KEYS, path)
     items = value["trajectory"]
     if not isinstance(items, list) or not items:
@@ -74,7 +108,12 @@ def _trajectory(context: Context, value: dict[str, Any], path: str, turns: int) 
             continue
         step = _step(context, item, where)
         turn = item.get("turn")
-        if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or not 1 <= turn <= turns):
+        if turn is not None and within_turn:
+            context.problem(
+                f"{where}.turn", "a turn's expectation judges that turn's calls; \"turn\" is for the task's trajectory"
+            )
+            step = None
+        elif turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or not 1 <= turn <= turns):
             last = "1 (the task has no turns)" if turns == 1 else f"from 1 to {turns} (the prompt and its turns)"
             context.problem(f"{where}.turn", f"expected the user turn the call answers, {last}, got {kind(turn)}")
             step = None

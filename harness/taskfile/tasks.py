@@ -13,11 +13,12 @@ from harness.taskfile.context import NOTHING, Context
 from harness.taskfile.conversations import script_definition, tool_results, turns
 from harness.taskfile.expectations import expect, forbidden_text
 from harness.taskfile.tools import check_tools
+from harness.taskfile.turnexpect import check_offered, first_turn, offered
 from harness.text import canonical_json, kind, sha256_hex
 
 FORMAT_VERSION = 1
 TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "tasks")
-TASK_KEYS = ("id", "category", "prompt", "turns", "toolResults", "maxSteps", "expect", "blocking", "comment")
+TASK_KEYS = ("id", "category", "prompt", "turns", "tools", "toolResults", "maxSteps", "expect", "blocking", "comment")
 MAX_STEPS = 100  # the most a task's maxSteps may be
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
@@ -81,13 +82,23 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         task_id = None
     category = context.text(item, "category", path)
     prompt = context.text(item, "prompt", path)
-    follow_ups = turns(context, item.get("turns", []), f"{path}.turns")
+    follow_ups = turns(context, item.get("turns", []), f"{path}.turns", task_id or path)
     own = tool_results(context, item.get("toolResults", {}), f"{path}.toolResults")
     max_steps = item.get("maxSteps", DEFAULT_MAX_STEPS)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEPS:
         context.problem(f"{path}.maxSteps", f"expected a whole number from 1 to {MAX_STEPS}, got {kind(max_steps)}")
-    expected = expect(context, item.get("expect"), f"{path}.expect", 1 + len(follow_ups or ()))
-    forbidden = forbidden_text(context, item.get("expect"), f"{path}.expect", task_id or path)
+    whole = item.get("expect")
+    first = first_turn(context, whole, f"{path}.expect", bool(item.get("turns")))
+    if isinstance(whole, dict) and "firstTurn" in whole:
+        whole = {key: value for key, value in whole.items() if key != "firstTurn"}
+    expected = expect(context, whole, f"{path}.expect", 1 + len(follow_ups or ()))
+    forbidden = forbidden_text(context, whole, f"{path}.expect", task_id or path)
+    tools = offered(context, item, follow_ups or (), path)
+    turn_expects = (first, *(follow_up.expect for follow_up in follow_ups or ()))
+    if not any(turn_expects):
+        turn_expects = ()
+    if tools and expected is not None and follow_ups is not None:
+        check_offered(context, expected, turn_expects, tools, path)
     blocking = item.get("blocking", False)
     if not isinstance(blocking, bool):
         context.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
@@ -99,6 +110,7 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         or not isinstance(blocking, bool)
         or follow_ups is None
         or own is None
+        or tools is None
     ):
         return None
     scripts = {**defaults, **own} if defaults or own else NOTHING
@@ -115,7 +127,9 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         expect=replace(expected, forbidden_text=forbidden) if forbidden else expected,
         sha256=canonical_sha256(definition),
         blocking=blocking,
-        turns=follow_ups,
+        turns=tuple(follow_up.prompt for follow_up in follow_ups),
         tool_results=scripts,
         max_steps=max_steps,
+        turn_expects=turn_expects,
+        offered=tools,
     )
