@@ -81,10 +81,11 @@ class AnthropicMessagesBackend(ProviderBackend):
     ) -> None:
         headers = {"anthropic-version": API_VERSION, **({"x-api-key": settings.key} if settings.key else {})}
         super().__init__(settings, surface, settings.url.rstrip("/") + "/v1/messages", headers, hidden)
+        self.tool_entries = {tool.name: self._tool(tool) for tool in surface.tools}
         self.request_base = {
             "model": settings.model,
             "max_tokens": settings.max_tokens,
-            **({"tools": [self._tool(tool) for tool in surface.tools]} if surface.tools else {}),
+            **({"tools": list(self.tool_entries.values())} if surface.tools else {}),
             **({"system": surface.system} if surface.system else {}),
             **({"temperature": settings.temperature} if settings.temperature is not None else {}),
             **(
@@ -116,7 +117,7 @@ class AnthropicMessagesBackend(ProviderBackend):
                 messages.append({"role": "assistant", "content": step.reply.native})
                 if step.results:  # one user message answers every tool_use of the one before, results first
                     messages.append({"role": "user", "content": [_tool_result(result) for result in step.results]})
-        return self.reply(*self.post({**self.request_base, "messages": messages}))
+        return self.reply(*self.post(self.offering({**self.request_base, "messages": messages}, request)))
 
     def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A message as a Reply: its tool uses, else its text or stated refusal; cut short or blank, an error."""

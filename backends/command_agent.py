@@ -91,6 +91,7 @@ class CommandAgentBackend:
         self.max_output_bytes = settings.max_response_bytes
         self.run_id = run_id
         self.fields = dict(settings.fields)
+        self.tools = {tool.name: tool for tool in surface.tools}
         self._secrets = command_secrets(self.argv[1:], AGENT_CMD.var) | field_secrets(self.fields, REQUEST_FIELDS.var)
         queries = query_values(self.argv[1:], AGENT_CMD.var) | query_values(strings(self.fields), REQUEST_FIELDS.var)
         self.hidden = hidden | Secrets(self._secrets) | Secrets(queries)
@@ -113,7 +114,7 @@ class CommandAgentBackend:
         import subprocess  # only a run of this backend pays for these
         import tempfile
 
-        body = json_bytes(request_body(request, self.run_id, self.fields))
+        body = json_bytes(request_body(request, self.run_id, self.fields, self.tools))
         with tempfile.TemporaryDirectory(prefix="eval-agent-") as folder:
             try:
                 # A session of its own, so that a timeout can end the agent and everything it started.

@@ -67,6 +67,7 @@ class GeminiBackend(ProviderBackend):
         MAX_RESPONSE_BYTES,
     )
     RETRIED_TOO = frozenset({INTERNAL})
+    TOOL_KEYS = ("tools", "toolConfig")
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:
@@ -113,8 +114,9 @@ class GeminiBackend(ProviderBackend):
         self.request_base: dict[str, Any] = {"generationConfig": generation}
         if surface.system:
             self.request_base["systemInstruction"] = {"parts": [{"text": surface.system}]}
+        self.tool_entries = {tool.name: self._declaration(tool) for tool in surface.tools}
         if surface.tools:
-            self.request_base["tools"] = [{"functionDeclarations": [self._declaration(t) for t in surface.tools]}]
+            self.request_base["tools"] = self.tools_field(list(self.tool_entries.values()))
             self.request_base["toolConfig"] = {"functionCallingConfig": {"mode": "AUTO"}}
         self.hints = dict.fromkeys(("maxOutputTokens", "max_output_tokens"), f"lower {MAX_TOKENS.var}")
         if settings.temperature is not None:
@@ -132,6 +134,10 @@ class GeminiBackend(ProviderBackend):
         if parameters.get("properties") or parameters.get("type") not in ("OBJECT", None):
             declaration["parameters"] = parameters  # Gemini refuses an object without properties: none is sent
         return declaration
+
+    def tools_field(self, entries: list[Any]) -> Any:
+        """Gemini's `tools`: one Tool object holding every function declaration."""
+        return [{"functionDeclarations": entries}]
 
     def describe(self) -> dict[str, Any]:
         """The providers' settings, and the thinking asked for."""
@@ -154,7 +160,7 @@ class GeminiBackend(ProviderBackend):
                     calls = [part["functionCall"] for part in step.reply.native["parts"] if "functionCall" in part]
                     parts = [_function_response(call, result) for call, result in zip(calls, step.results, strict=True)]
                     contents.append({"role": "user", "parts": parts})
-        return self.reply(*self.post({**self.request_base, "contents": contents}))
+        return self.reply(*self.post(self.offering({**self.request_base, "contents": contents}, request)))
 
     def usage(self, body: Any) -> tuple[int, int] | None:
         """(input, output) tokens from usageMetadata: the model's thoughts count as output."""

@@ -18,7 +18,7 @@ from harness.endpoints import (
     url_secrets,
 )
 from harness.leaks import NO_SECRETS, Secrets, strings
-from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, field, record
+from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, Tool, field, record
 from harness.settings import Setting, Sources
 
 AGENT_URL = Setting(
@@ -50,13 +50,23 @@ class HttpSettings:
     max_response_bytes: int
 
 
-def request_body(request: AgentRequest, run_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def request_body(
+    request: AgentRequest, run_id: str, fields: Mapping[str, Any], tools: Mapping[str, Tool] | None = None
+) -> dict[str, Any]:
     """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id and run id; for a task with
-    follow-up turns, also the conversation's id, the turn, and the messages so far (the newest user message last)."""
+    follow-up turns, also the conversation's id, the turn, and the messages so far (the newest user message last);
+    for a task that narrows or adds tools, the tools the agent has at this turn (tools: the file's, by name)."""
     body = {**fields, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
     if request.conversation_id:
         body.update(conversationId=request.conversation_id, turn=request.turn, messages=conversation_messages(request))
+    if request.tools is not None and tools is not None:
+        body["tools"] = [tool_entry(tools[name]) for name in request.tools]
     return body
+
+
+def tool_entry(tool: Tool) -> dict[str, Any]:
+    """A tool as MCP's tools/list gives it, and as the task file writes it."""
+    return {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
 
 
 class HttpAgentBackend:
@@ -113,6 +123,7 @@ class HttpAgentBackend:
         )
         self.run_id = run_id
         self.fields = dict(settings.fields)
+        self.tools = {tool.name: tool for tool in surface.tools}
 
     def secrets(self) -> dict[str, str]:
         """The token, credential-like header and body values, and the URLs' passwords and credential-like query
@@ -132,7 +143,7 @@ class HttpAgentBackend:
 
     def run(self, request: AgentRequest) -> Reply:
         """One request, retried as the transport sees fit, parsed against the contract."""
-        body, attempts = self.transport.post_json(request_body(request, self.run_id, self.fields))
+        body, attempts = self.transport.post_json(request_body(request, self.run_id, self.fields, self.tools))
         try:
             return parse_reply(body, attempts, self.hidden)
         except BackendError as err:

@@ -66,19 +66,20 @@ class OpenAIChatBackend(ProviderBackend):
     ) -> None:
         headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
         super().__init__(settings, surface, settings.url.rstrip("/") + "/chat/completions", headers, hidden)
+        self.tool_entries = {
+            tool.name: {
+                "type": "function",
+                "function": {
+                    "name": self.names.provider(tool.name),
+                    "description": tool.description,
+                    "parameters": dict(tool.input_schema),
+                },
+            }
+            for tool in surface.tools
+        }
         self.request_base = {
             "model": settings.model,
-            "tools": [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": self.names.provider(tool.name),
-                        "description": tool.description,
-                        "parameters": dict(tool.input_schema),
-                    },
-                }
-                for tool in surface.tools
-            ],
+            "tools": list(self.tool_entries.values()),
             "tool_choice": "auto",
             settings.max_tokens_field: settings.max_tokens,
             **({"temperature": settings.temperature} if settings.temperature is not None else {}),
@@ -108,7 +109,7 @@ class OpenAIChatBackend(ProviderBackend):
                     {"role": "tool", "tool_call_id": result.call.call_id, "content": result_text(result)}
                     for result in step.results
                 ]
-        return self.reply(*self.post({**self.request_base, "messages": messages}))
+        return self.reply(*self.post(self.offering({**self.request_base, "messages": messages}, request)))
 
     def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A completion as a Reply: its calls, else its text as a refusal; cut short or blank, an error."""

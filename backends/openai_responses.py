@@ -57,8 +57,8 @@ class OpenAIResponsesBackend(ProviderBackend):
     ) -> None:
         headers = {"Authorization": f"Bearer {settings.key}"} if settings.key else {}
         super().__init__(settings, surface, settings.url.rstrip("/") + "/responses", headers, hidden)
-        tools = [
-            {
+        self.tool_entries = {
+            tool.name: {
                 "type": "function",
                 "name": self.names.provider(tool.name),
                 "description": tool.description,
@@ -67,7 +67,8 @@ class OpenAIResponsesBackend(ProviderBackend):
                 "strict": False,
             }
             for tool in surface.tools
-        ]
+        }
+        tools = list(self.tool_entries.values())
         self.request_base = {
             "model": settings.model,
             **({"instructions": surface.system} if surface.system else {}),
@@ -105,7 +106,7 @@ class OpenAIResponsesBackend(ProviderBackend):
                     {"type": "function_call_output", "call_id": result.call.call_id, "output": result_text(result)}
                     for result in step.results
                 ]
-        return self.reply(*self.post({**self.request_base, "input": items}))
+        return self.reply(*self.post(self.offering({**self.request_base, "input": items}, request)))
 
     def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """A response as a Reply: its function calls, else its text or stated refusal; failed, cut short or blank, an

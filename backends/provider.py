@@ -13,7 +13,7 @@ from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources, choice, number
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
@@ -116,6 +116,7 @@ class ProviderBackend:
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
     USAGE = ("input_tokens", "output_tokens")  # what a reply's `usage` names its input and output tokens
     TEMPERATURE = TEMPERATURE  # the range this provider takes
+    TOOL_KEYS = ("tools", "tool_choice")  # what a request leaves out when it offers no tool
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:
@@ -150,6 +151,7 @@ class ProviderBackend:
         self._first_done = False
         self._rejected: str | None = None
         self.hints: Mapping[str, str] = {}  # each parameter sent that a setting controls -> the hint a 400 names
+        self.tool_entries: Mapping[str, Any] = {}  # each tool as this provider's requests offer it, by its name
         self.surface = surface
         self.settings = settings
         self.hidden = hidden | Secrets(self.secrets()) | Secrets(query_values([settings.url], self.BASE_URL.var))
@@ -189,6 +191,19 @@ class ProviderBackend:
             "thinkingBudget": self.settings.thinking_budget,
         }
         return {**settings, **{name: value for name, value in sent.items() if value is not None}}
+
+    def offering(self, payload: dict[str, Any], request: AgentRequest) -> dict[str, Any]:
+        """The request with the tools the agent has at this turn, for a task that narrows or adds them; else as it is,
+        with the tools built once."""
+        if request.tools is None:
+            return payload
+        if not request.tools:
+            return {key: value for key, value in payload.items() if key not in self.TOOL_KEYS}
+        return {**payload, "tools": self.tools_field([self.tool_entries[name] for name in request.tools])}
+
+    def tools_field(self, entries: list[Any]) -> Any:
+        """A request's `tools` offering these entries."""
+        return entries
 
     def post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The provider's decoded reply and the attempts it took; a rejected key becomes the error that stops a run."""

@@ -1,8 +1,13 @@
 """Turns with expectations of their own: per-turn expect and noCall, expect.firstTurn, a task's tools and a turn's
-addTools; each turn judged on its own calls, each turn's verdict kept."""
+addTools; each turn judged on its own calls, each backend sent the tools of that turn, each turn's verdict kept."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from backends.stub import StubBackend
@@ -10,7 +15,10 @@ from harness.records import ExpectNoCall, Outcome, Task
 from harness.results import task_entry
 from harness.running import run_task
 from harness.taskfile import load_task_file
-from tests.support import TempDirTestCase, canonical_task_data
+from tests import gemini_fake
+from tests.providers import conversation_fake
+from tests.responses_fake import responses_fake
+from tests.support import DATA, Received, Respond, TempDirTestCase, backend_for, canonical_task_data, send_json
 
 SEARCH, TAG, GET = "imageman.asset.search", "imageman.asset.tag", "imageman.asset.get"
 FIND, SAY, TAG_THEM = "Find the launch photos.", "What did you find?", "Tag them approved."
@@ -155,3 +163,116 @@ class PerTurnJudging(TempDirTestCase):
             outcome,
             Outcome("fail", "refusal:called-tool", f"turn 2: expected no tool call, got {SEARCH}", "forbidden-tool"),
         )
+
+
+def tools_of(body: dict[str, Any], provider: str) -> list[str]:
+    """The names of the tools a provider request offers, as the task file names them."""
+    entries = body.get("tools", [])
+    if provider == "gemini":
+        entries = entries[0]["functionDeclarations"] if entries else []
+    names = [entry["function"]["name"] if provider == "openai" else entry["name"] for entry in entries]
+    return [name.replace("_", ".") for name in names]
+
+
+# Each provider's fake, checked by its SDK, and where the backend finds it.
+FAKES: dict[str, tuple[Callable[[Any, list[str]], Respond], str, str]] = {
+    "openai": (lambda policy, invalid: conversation_fake("openai", policy, invalid), "OPENAI_BASE_URL", "/v1"),
+    "anthropic": (lambda policy, invalid: conversation_fake("anthropic", policy, invalid), "ANTHROPIC_BASE_URL", ""),
+    "openai-responses": (responses_fake, "OPENAI_BASE_URL", "/v1"),
+    "gemini": (gemini_fake.conversation_fake, "GOOGLE_GEMINI_BASE_URL", ""),
+}
+
+
+def tidy_model(events: list[Any]) -> tuple[list[Any], str | None]:
+    """Search in turn 1 and answer; answer turn 2 in words; search, then tag, then answer in turn 3."""
+    users = [index for index, event in enumerate(events) if event[0] == "user"]
+    results = [event for event in events[users[-1] :] if event[0] == "result"]
+    if len(users) == 2 or len(results) == (1 if len(users) == 1 else 2):
+        return [], "Done."
+    if not results:
+        return [("imageman_asset_search", {"query": "launch"})], None
+    return [("imageman_asset_tag", {"assetIds": ["ast_1"], "tags": ["approved"]})], None
+
+
+class ToolsOfTheTurn(TempDirTestCase):
+    """Each backend sends the tools the agent has at that turn; a task without the new keys sends what it sent."""
+
+    def tasks(self, *tasks: dict[str, Any]) -> dict[str, Task]:
+        data = canonical_task_data()
+        data["tasks"] = list(tasks)
+        return {task.id: task for task in load_task_file(self.write_json("tasks.json", data), {}).tasks}
+
+    def test_a_provider_is_sent_the_tools_of_each_turn(self) -> None:
+        loaded = self.tasks(tidy(), {"id": "plain", "category": "c", "prompt": FIND, "expect": {"tool": SEARCH}})
+        all_tools = [tool["name"] for tool in canonical_task_data()["tools"]]
+        for provider, (make_fake, variable, path) in FAKES.items():
+            with self.subTest(provider):
+                invalid: list[str] = []
+                fake = self.serve(make_fake(tidy_model, invalid))
+                backend = backend_for({"EVAL_BACKEND": provider, variable: fake.url(path), "EVAL_MODEL": "m"})
+                self.addCleanup(backend.transport.close)
+                result = run_task(backend, loaded["tidy"])
+                self.assertEqual((result.outcome, invalid), (Outcome("pass"), []))
+                offered = [tools_of(received.json, provider) for received in fake.received]
+                self.assertEqual(offered, [[SEARCH]] * 3 + [[SEARCH, TAG]] * 3)
+                run_task(backend, loaded["plain"])
+                plain = fake.received[-1].json
+                self.assertEqual(tools_of(plain, provider), all_tools)
+                self.assertEqual(
+                    {key: value for key, value in plain.items() if key not in ("messages", "input", "contents")},
+                    {key: value for key, value in backend.request_base.items()},  # type: ignore[attr-defined]
+                    "a task without the new keys sends what it sent before",
+                )
+
+    def test_a_turn_that_offers_no_tool_sends_none(self) -> None:
+        loaded = self.tasks(tidy(tools=[], turns=[{"prompt": SAY, "addTools": [SEARCH]}], expect={"tool": SEARCH}))
+        replies = iter([([], "Which ones?"), ([("imageman_asset_search", {"query": "x"})], None), ([], "Found.")])
+        fake = self.serve(conversation_fake("openai", lambda events: next(replies), []))
+        backend = backend_for({"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m"})
+        self.addCleanup(backend.transport.close)
+        self.assertEqual(run_task(backend, loaded["tidy"]).outcome, Outcome("pass"))
+        first = fake.received[0].json
+        self.assertNotIn("tools", first)
+        self.assertNotIn("tool_choice", first, "the API refuses tool_choice without tools")
+
+    def test_the_http_body_carries_the_tools_of_the_turn_only_for_a_task_that_narrows_or_adds(self) -> None:
+        bodies: list[dict[str, Any]] = []
+
+        def agent(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            bodies.append(received.json)
+            send_json(handler, SEARCHES if len(bodies) != 2 else {"text": "Two."})
+
+        fake = self.serve(agent)
+        backend = backend_for({"EVAL_BACKEND": "http", "EVAL_AGENT_URL": fake.url()})
+        self.addCleanup(backend.transport.close)  # type: ignore[attr-defined]
+        loaded = self.tasks(
+            tidy(expect={"tool": SEARCH}, turns=[SAY, {"prompt": TAG_THEM, "addTools": [TAG]}]),
+            {"id": "plain", "category": "c", "prompt": FIND, "turns": [SAY], "expect": {"tool": SEARCH}},
+        )
+        run_task(backend, loaded["tidy"])
+        surface = {tool["name"]: tool for tool in canonical_task_data()["tools"]}
+        self.assertEqual(
+            [body["tools"] for body in bodies],
+            [[surface[SEARCH]], [surface[SEARCH]], [surface[SEARCH], surface[TAG]]],
+        )
+        self.assertEqual(list(surface[SEARCH]), ["name", "description", "inputSchema"])
+        bodies.clear()
+        run_task(backend, loaded["plain"])
+        self.assertEqual(
+            [sorted(body) for body in bodies],
+            [["conversationId", "messages", "prompt", "runId", "taskId", "turn"]] * 2,
+        )
+        self.assertEqual(json.dumps(bodies[0]["messages"]), json.dumps([{"role": "user", "content": FIND}]))
+
+    def test_the_command_agent_reads_the_tools_of_its_turn_on_stdin(self) -> None:
+        script, received = self.write_json("replies.json", None), f"{self.tmp}/received"
+        with open(script, "w", encoding="ascii") as f:
+            f.write("\n".join(json.dumps(reply) for reply in (SEARCHES, {"text": "Two."})))
+        agent = os.path.join(DATA, "agents", "script_agent.py")
+        command = f"{sys.executable} -S {agent} replay {received} {script}"
+        backend = backend_for({"EVAL_BACKEND": "command", "EVAL_AGENT_CMD": command})
+        loaded = self.tasks(tidy(expect={"tool": SEARCH}, turns=[{"prompt": SAY, "addTools": [TAG]}]))
+        self.assertEqual(run_task(backend, loaded["tidy"]).outcome, Outcome("pass"))
+        with open(received, encoding="utf-8") as f:
+            bodies = [json.loads(line) for line in f]
+        self.assertEqual([[tool["name"] for tool in body["tools"]] for body in bodies], [[SEARCH], [SEARCH, TAG]])
