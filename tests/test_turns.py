@@ -18,7 +18,18 @@ from harness.taskfile import load_task_file
 from tests import gemini_fake
 from tests.providers import conversation_fake
 from tests.responses_fake import responses_fake
-from tests.support import DATA, Received, Respond, TempDirTestCase, backend_for, canonical_task_data, send_json
+from tests.support import (
+    DATA,
+    SHIPPED_TASKS,
+    Received,
+    Respond,
+    TempDirTestCase,
+    backend_for,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 SEARCH, TAG, GET = "imageman.asset.search", "imageman.asset.tag", "imageman.asset.get"
 FIND, SAY, TAG_THEM = "Find the launch photos.", "What did you find?", "Tag them approved."
@@ -276,3 +287,23 @@ class ToolsOfTheTurn(TempDirTestCase):
         with open(received, encoding="utf-8") as f:
             bodies = [json.loads(line) for line in f]
         self.assertEqual([[tool["name"] for tool in body["tools"]] for body in bodies], [[SEARCH], [SEARCH, TAG]])
+
+
+class FromTheCommandLine(TempDirTestCase):
+    def test_a_run_records_each_turns_verdict_and_the_results_read_back(self) -> None:
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        (task,) = [task for task in data["tasks"] if task["id"] == "ai-image-generate-asks-first"]
+        generate = "imageman.ai.image.generate"
+        task["tools"] = []
+        task["turns"] = [{"prompt": task["turns"][0], "addTools": [generate], "expect": {"tool": generate}}]
+        task["expect"]["firstTurn"] = {"noCall": True}
+        data["tasks"] = [task]
+        env = clean_env(EVAL_TASKS=self.write_json("tasks.json", data))
+        _, stderr, code = run_cli("--out", "run.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        trial = self.read_json("run.json")["results"][0]["trialResults"][0]
+        passed = {"status": "pass", "code": None, "reason": None}
+        self.assertEqual([turn["verdict"] for turn in trial["conversation"]], [passed, passed])
+        _, stderr, code = run_cli("report", "run.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0), "a results file with turn verdicts loads back")
