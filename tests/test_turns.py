@@ -175,6 +175,32 @@ class PerTurnJudging(TempDirTestCase):
             Outcome("fail", "refusal:called-tool", f"turn 2: expected no tool call, got {SEARCH}", "forbidden-tool"),
         )
 
+    def test_a_turns_forbidden_tools_and_text_hold_in_that_turn_only(self) -> None:
+        turns = [
+            {"prompt": SAY, "expect": {"noCall": True, "forbiddenText": ["the plan"]}},
+            {"prompt": TAG_THEM, "addTools": [TAG], "expect": {"tool": TAG, "forbiddenTools": [SEARCH]}},
+        ]
+        good = {FIND: [SEARCHES, {"text": "Found the plan."}], SAY: {"text": "Two."}, TAG_THEM: [TAGS, DONE]}
+        self.assertEqual(self.run_tidy(good, turns=turns)[0], Outcome("pass"))
+        cases = [
+            (
+                {**good, SAY: {"text": "Here is the plan."}},
+                Outcome(
+                    "fail",
+                    "leak:forbidden-text",
+                    "turn 2: the reply contains forbidden text the plan",
+                    "forbidden-text",
+                ),
+            ),
+            (
+                {**good, TAG_THEM: [SEARCHES, TAGS, DONE]},
+                Outcome("fail", "tool:forbidden", f"turn 3: called forbidden {SEARCH}(query)", "forbidden-tool"),
+            ),
+        ]
+        for replies, outcome in cases:
+            with self.subTest(outcome.code):
+                self.assertEqual(self.run_tidy(replies, turns=turns)[0], outcome)
+
 
 def tools_of(body: dict[str, Any], provider: str) -> list[str]:
     """The names of the tools a provider request offers, as the task file names them."""
