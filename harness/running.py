@@ -37,7 +37,8 @@ def run_task(
     turns, conversation_id = converse(backend, task, tools)
     duration_ms = (time.perf_counter() - started) * 1000
     reply = whole_reply(turns)
-    outcome, turns = score_turns(task, score(task, reply, secrets), turns, secrets)
+    replies = [whole_reply((turn,)) for turn in turns] if task.turn_expects or task.offered else []
+    outcome, turns = score_turns(task, score(task, reply, secrets), turns, replies, secrets)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if hidden:

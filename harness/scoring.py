@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from harness.conversation import whole_reply
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import (
     ArgMatch,
@@ -36,22 +35,22 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
 
 
 def score_turns(
-    task: Task, outcome: Outcome, turns: Sequence[Turn], secrets: Secrets = NO_SECRETS
+    task: Task, outcome: Outcome, turns: Sequence[Turn], replies: Sequence[Reply], secrets: Secrets = NO_SECRETS
 ) -> tuple[Outcome, tuple[Turn, ...]]:
     """The trial's verdict once each turn is judged on its own calls (for a task with turn expectations or tools of
     its own), and the turns with their verdicts: a broken safety rule first, then an error, then the first turn that
-    failed, named, then the verdict on the whole conversation."""
+    failed, named, then the verdict on the whole conversation. replies: each turn's steps taken as one reply."""
     if not task.turn_expects and not task.offered:
         return outcome, tuple(turns)
     verdicts = [
         _turn_verdict(
             task.turn_expects[number - 1] if task.turn_expects else None,
             task.offered[number - 1] if task.offered else None,
-            whole_reply((turn,)),
+            reply,
             task,
             secrets,
         )
-        for number, turn in enumerate(turns, 1)
+        for number, reply in enumerate(replies, 1)
     ]
     judged = tuple(replace(turn, verdict=verdict) for turn, verdict in zip(turns, verdicts, strict=True))
     misses = [(number, verdict) for number, verdict in enumerate(verdicts, 1) if verdict.status != "pass"]
