@@ -320,6 +320,37 @@ class FollowUp:
 
 
 DEFAULT_MAX_STEPS = 8
+DEFAULT_ENVIRONMENT_TIMEOUT = 10.0  # seconds a worker may take over one request: starting, a call, the state
+
+
+@record(kw_only=True)
+class Environment:
+    """A tool environment: a Python class of the user's, a fresh instance per trial answering the tools it has."""
+
+    module: str  # a file's absolute path, or an importable module's name
+    class_name: str
+    config: Mapping[str, Any]  # the instance is made with these as keyword arguments
+    methods: Mapping[str, str]  # every tool of the file -> the method that answers it, when the class has it
+    named: tuple[str, ...] = ()  # the tools its "methods" map names: the class must have their methods
+    timeout: float = DEFAULT_ENVIRONMENT_TIMEOUT
+    where: str = field(default="environment", compare=False)  # its JSON path, for what is found at run start
+
+
+@record
+class ExpectState:
+    """What an environment's final state must be: hold `match` (a JSON subset), or equal the reference state."""
+
+    match: Any = None
+    reference: tuple[ToolCall, ...] | None = None  # the expected calls, made on a fresh instance for the reference
+    where: str = field(default="", compare=False)  # its JSON path
+
+
+@record
+class EndState:
+    """An environment's final state after a trial, and the SHA-256 of the reference state it was held to."""
+
+    state: Any
+    reference_sha256: str | None = None
 
 
 @record
@@ -339,11 +370,13 @@ class Task:
     turn_expects: tuple[Expect | None, ...] = ()
     # The names of the tools the agent has in each user turn; empty when it has the file's every tool in every turn.
     offered: tuple[tuple[str, ...], ...] = ()
+    environment: Environment | None = None  # the tools it implements answer from a fresh instance per trial
+    state: ExpectState | None = None  # what the environment must end in
 
     @property
     def is_conversation(self) -> bool:
         """More than one request may be needed: follow-up turns, or tool results to play back."""
-        return bool(self.turns or self.tool_results)
+        return bool(self.turns or self.tool_results or self.environment)
 
 
 @record
@@ -522,6 +555,7 @@ class Result:
     duration_ms: float
     turns: tuple[Turn, ...] = ()
     conversation_id: str = ""
+    end: EndState | None = None  # the environment's final state, when the task has one and the trial got that far
 
 
 @record

@@ -83,7 +83,7 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
     except ValueError:  # an integer of more digits than int() converts: read again, to say where it is
         repeated.append(True)
         data = json.loads(text, object_pairs_hook=partial(_object, repeated), parse_int=_integer)
-    context = Context(environ)
+    context = Context(environ, os.path.dirname(path))
     if repeated or SURROGATE_ESCAPE.search(text):
         _inspect(context, data, "")
         if context.problems:  # later checks could not trust what they would read

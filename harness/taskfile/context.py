@@ -22,8 +22,9 @@ NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or
 class Context:
     """One task file's check: every problem with its JSON path, the environment, and the file's tools and settings."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+    def __init__(self, environ: Mapping[str, str], folder: str = ".") -> None:
         self.environ = environ
+        self.folder = folder  # the task file's, against which an environment's module file is found
         self.problems: list[str] = []
         self.skipped: dict[str, list[str]] = {}  # an unset variable -> the tasks whose forbiddenText check it skips
         self.variables: set[str] = set()  # every variable a placeholder names

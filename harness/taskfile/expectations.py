@@ -19,9 +19,9 @@ from harness.taskfile.argchecks import arg_values, with_schemas
 from harness.taskfile.context import Context, hint, is_list_of_str
 from harness.text import kind
 
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs")
-EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs")
-EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText")
+EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs", "state")
+EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs", "state")
+EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText", "state")
 EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText")
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")

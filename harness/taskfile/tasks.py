@@ -7,20 +7,35 @@ import re
 import sys
 from typing import Any
 
-from harness.records import DEFAULT_MAX_STEPS, Task, Tool, ToolScript, replace
+from harness.records import DEFAULT_MAX_STEPS, Environment, Task, Tool, ToolScript, replace
 from harness.taskfile.argchecks import check_args_mode
 from harness.taskfile.context import NOTHING, Context
 from harness.taskfile.conversations import script_definition, tool_results, turns
+from harness.taskfile.environments import environment
 from harness.taskfile.expectations import expect, forbidden_text
+from harness.taskfile.states import expect_state
 from harness.taskfile.tools import check_tools
 from harness.taskfile.turnexpect import check_offered, first_turn, offered
 from harness.text import canonical_json, kind, sha256_hex
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "tasks")
-TASK_KEYS = ("id", "category", "prompt", "turns", "tools", "toolResults", "maxSteps", "expect", "blocking", "comment")
+TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "environment", "tasks")
+TASK_KEYS = (
+    "id",
+    "category",
+    "prompt",
+    "turns",
+    "tools",
+    "toolResults",
+    "maxSteps",
+    "expect",
+    "blocking",
+    "environment",
+    "comment",
+)
 MAX_STEPS = 100  # the most a task's maxSteps may be
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+Shared = tuple[Any, Environment | None] | None  # the file's environment: as written, and as read
 
 
 def canonical_sha256(value: Any) -> str:
@@ -46,10 +61,15 @@ def check_task_file(context: Context, data: Any) -> tuple[tuple[Tool, ...], tupl
     tools = check_tools(context, data.get("tools"))
     defaults = tool_results(context, data.get("toolResults", {}), "toolResults") or {}
     context.check_args = check_args_mode(context, data.get("checkArgs", "keys"), "checkArgs") or "keys"
-    return tools, _tasks(context, data.get("tasks"), defaults)
+    shared = (
+        (data["environment"], environment(context, data["environment"], "environment"))
+        if "environment" in data
+        else None
+    )
+    return tools, _tasks(context, data.get("tasks"), defaults, shared)
 
 
-def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript]) -> tuple[Task, ...]:
+def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript], shared: Shared) -> tuple[Task, ...]:
     if not isinstance(value, list):
         context.problem("tasks", f"expected a list of tasks, got {kind(value)}")
         return ()
@@ -59,7 +79,7 @@ def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript]) -> tup
     first_seen: dict[str, str] = {}
     for i, item in enumerate(value):
         path = f"tasks[{i}]"
-        task = _task(context, item, path, defaults)
+        task = _task(context, item, path, defaults, shared)
         value[i] = None  # read: let it go now, so that the file as parsed and its tasks are never in memory twice
         task_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(task_id, str) and task_id in first_seen:
@@ -71,7 +91,7 @@ def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript]) -> tup
     return tuple(tasks)
 
 
-def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript]) -> Task | None:
+def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript], shared: Shared) -> Task | None:
     if not isinstance(item, dict):
         context.problem(path, f"expected a task object, got {kind(item)}")
         return None
@@ -102,6 +122,10 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
     blocking = item.get("blocking", False)
     if not isinstance(blocking, bool):
         context.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
+    world = environment(context, item["environment"], f"{path}.environment") if "environment" in item else None
+    if "environment" not in item and shared is not None:
+        world = shared[1]
+    state = expect_state(context, item.get("expect"), f"{path}.expect", world, expected)
     if (
         task_id is None
         or category is None
@@ -118,6 +142,8 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
     definition = {key: value for key, value in item.items() if key != "comment"}
     if defaults:  # the file's defaults are part of what the task plays back
         definition["toolResults"] = {name: script_definition(script) for name, script in scripts.items()}
+    if shared is not None and "environment" not in item:  # as is the file's environment
+        definition["environment"] = shared[0]
     if context.check_args != "keys" and expected.steps and "checkArgs" not in item["expect"]:
         definition["expect"] = {**item["expect"], "checkArgs": context.check_args}  # the file's, as it judges the task
     return Task(
@@ -132,4 +158,6 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         max_steps=max_steps,
         turn_expects=turn_expects,
         offered=tools,
+        environment=world,
+        state=state,
     )
