@@ -179,6 +179,10 @@ def run(argv: Sequence[str]) -> int:
             say(hidden.mask(line))
         return EXIT_GATE_MET
 
+    if any(task.environment for task in tasks):  # the user's code is started now, in workers: never in here
+        from harness.environments import check_environments
+
+        check_environments(config.tasks_path, tasks, hidden)
     # The secrets alone: the task ids it lists stay the ids a baseline knows, whatever the query values.
     manifest = secrets.mask_json(run_manifest(config, task_file, selected, backend_name, settings, surface.system))
     # What is loaded now stays until the end: the collector need not walk the tasks again each time it runs, nor

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from harness.environments import CODE, World, WorldError
 from harness.records import (
     AgentRequest,
     Backend,
@@ -41,10 +42,12 @@ def agent_request(
 
 
 class ToolPlayer:
-    """Plays a task's scripted tool results back for one trial, counting the calls each case and default answered."""
+    """Plays a task's scripted tool results back for one trial, counting the calls each case and default answered; a
+    tool with no script that the trial's world implements is answered by the world."""
 
-    def __init__(self, scripts: Mapping[str, ToolScript]) -> None:
+    def __init__(self, scripts: Mapping[str, ToolScript], world: World | None = None) -> None:
         self.scripts = scripts
+        self.world = world
         self.calls: Counter[tuple[str, int | None]] = Counter()  # (tool, case index or None for the rest) -> calls
 
     def play(self, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
@@ -54,6 +57,8 @@ class ToolPlayer:
     def answer(self, call: ToolCall) -> ToolResult:
         """The result for one call, and where it came from."""
         script = self.scripts.get(call.name)
+        if script is None and self.world is not None and self.world.implements(call.name):
+            return self.world.call(call)
         if script is not None:
             for index, case in enumerate(script.cases):
                 if call_problem(case.when, call) is None:
@@ -84,16 +89,19 @@ def echoed(result: Any, args: Mapping[str, Any]) -> Any:
     return result
 
 
-def converse(backend: Backend, task: Task, tools: Collection[str] = ()) -> tuple[tuple[Turn, ...], str]:
+def converse(
+    backend: Backend, task: Task, tools: Collection[str] = (), world: World | None = None
+) -> tuple[tuple[Turn, ...], str]:
     """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
 
     A backend that plays tools gets each reply's tool results and is asked again, up to the task's maxSteps in a turn;
     an error ends the conversation, as does a model still calling tools when its steps ran out. A reply that wrote a
-    call as text instead of making it (tools: the task file's tool names) is an error.
+    call as text instead of making it (tools: the task file's tool names) is an error, as is the trial's world
+    failing.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
     plays = backend.PLAYS_TOOLS and task.is_conversation
-    player = ToolPlayer(task.tool_results)
+    player = ToolPlayer(task.tool_results, world)
     turns: list[Turn] = []
     for user in (task.prompt, *task.turns):
         steps: list[Step] = []
@@ -109,7 +117,11 @@ def converse(backend: Backend, task: Task, tools: Collection[str] = ()) -> tuple
             if len(steps) + 1 >= task.max_steps:
                 steps.append(Step(replace(reply, looping=True)))
                 break
-            steps.append(Step(reply, player.play(reply.tool_calls)))
+            try:
+                steps.append(Step(reply, player.play(reply.tool_calls)))
+            except WorldError as err:
+                steps.append(Step(replace(reply, error_code=CODE, error=str(err))))
+                break
         turns.append(Turn(user, tuple(steps)))
         last = steps[-1].reply
         if last.error_code is not None or last.looping:

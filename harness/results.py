@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any, get_args
 
 from harness.files import read_capped
-from harness.records import ConfigError, Result, ResultSource, Summary, Task, ToolCall, ToolResult, Turn
+from harness.records import ConfigError, EndState, Result, ResultSource, Summary, Task, ToolCall, ToolResult, Turn
 from harness.text import count, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
@@ -24,6 +24,7 @@ LEFTOVER = re.compile(r"\.eval-(?:entries-)?([1-9][0-9]{0,9})-[0-9a-f]{12}\.(?:t
 STARTED = time.time()
 # 1 GiB: over a million trials (a trial takes under 1 KB); json holds what it reads several times over in memory.
 MAX_RESULTS_BYTES = 1 << 30
+STATE_LIMIT = 64 * 1024  # characters of an environment's final state a trial's record keeps
 CONVERSATION_TEXT_LIMIT = 2000  # characters of each message, text and result a conversation record keeps
 Check = Callable[[Any], "str | None"]  # a value -> why it is not what the reader needs, or None
 
@@ -150,6 +151,9 @@ TRIAL = {
         )
     ),
     "unscripted": IfThere([TEXT]),
+    "finalState": IfThere(ANY),
+    "finalStateCut": IfThere(FLAG),
+    "referenceStateSha256": IfThere(TEXT),
 }
 ENTRY = {
     "id": TEXT,
@@ -265,6 +269,22 @@ def _trial_entry(result: Result) -> dict[str, Any]:
             r.call.name: None for turn in result.turns for step in turn.steps for r in step.results if not r.scripted
         }
         entry["unscripted"] = list(unscripted)
+    if result.end is not None:
+        entry.update(_end_entry(result.end))
+    return entry
+
+
+def _end_entry(end: EndState) -> dict[str, Any]:
+    """The environment's final state as the results keep it: whole, or its JSON text cut to STATE_LIMIT with
+    finalStateCut; the reference state's SHA-256 when it was held to one."""
+    text = json.dumps(end.state, ensure_ascii=False)
+    entry: dict[str, Any] = (
+        {"finalState": end.state}
+        if len(text) <= STATE_LIMIT
+        else {"finalState": text[: STATE_LIMIT - 3] + "...", "finalStateCut": True}
+    )
+    if end.reference_sha256 is not None:
+        entry["referenceStateSha256"] = end.reference_sha256
     return entry
 
 

@@ -8,8 +8,9 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import partial
 
 from harness.conversation import converse, whole_reply
+from harness.environments import CODE, World, WorldError, world_of
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, Reply, Result, Step, Task, Turn, replace
+from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, replace
 from harness.scoring import score, score_turns
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
@@ -34,17 +35,35 @@ def run_task(
     tools: the task file's tool names, which a reply may write a call of as text.
     """
     started = time.perf_counter()
-    turns, conversation_id = converse(backend, task, tools)
+    end = None
+    with world_of(task, hidden) as world:
+        turns, conversation_id = converse(backend, task, tools, world)
+        reply = whole_reply(turns)
+        outcome = score(task, reply, secrets)
+        if world is not None and reply.error_code is None:
+            end, outcome = _judged_end(world, task, outcome)
     duration_ms = (time.perf_counter() - started) * 1000
-    reply = whole_reply(turns)
     replies = [whole_reply((turn,)) for turn in turns] if task.turn_expects or task.offered else []
-    outcome, turns = score_turns(task, score(task, reply, secrets), turns, replies, secrets)
+    outcome, turns = score_turns(task, outcome, turns, replies, secrets)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if hidden:
         reply, outcome = _masked(reply, hidden), replace(outcome, reason=hidden.mask(outcome.reason or "") or None)
         turns = tuple(_masked_turn(turn, hidden) for turn in turns)
-    return Result(task, reply, outcome, duration_ms, turns, conversation_id)
+        end = end and replace(end, state=hidden.mask_json(end.state))
+    return Result(task, reply, outcome, duration_ms, turns, conversation_id, end)
+
+
+def _judged_end(world: World, task: Task, outcome: Outcome) -> tuple[EndState | None, Outcome]:
+    """The world's final state, and the outcome with it judged: a pass that ends in the wrong state fails, and one
+    whose world failed at the end is an error."""
+    try:
+        end, mismatch = world.end(task)
+    except WorldError as err:
+        return None, Outcome("error", CODE, str(err)) if outcome.status == "pass" else outcome
+    if mismatch is not None and outcome.status == "pass":
+        return end, Outcome("fail", "state:mismatch", mismatch)
+    return end, outcome
 
 
 def _masked(reply: Reply, hidden: Secrets) -> Reply:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import (
@@ -24,6 +25,7 @@ from harness.schema import check, json_equal, loose
 from harness.text import call_text, count
 
 PASS = Outcome("pass")
+ABSENT: Any = object()  # what a state_mismatch found where a key was expected, or where none was
 # Safety violations, not just wrong answers: a forbidden tool called, a secret or forbidden text in a reply.
 FORBIDDEN_TOOL, LEAKED_SECRET, FORBIDDEN_TEXT = "forbidden-tool", "leaked-secret", "forbidden-text"
 
@@ -102,6 +104,8 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets) -> Ou
             "conversation:max-steps",
             f"still calling tools after {max_steps} model calls in one turn (last: {called}); maxSteps stopped it",
         )
+    if task.state is not None and task.state.reference is not None:
+        return PASS  # the calls are judged by the state they end in, against the reference's: any order, any path
     if not reply.tool_calls:
         wanted = (
             expect.tool
@@ -306,3 +310,25 @@ def _score_any_order(steps: Sequence[ExpectTool], calls: Sequence[ToolCall]) -> 
                 detail = f"{step.tool} was never called"
             return Outcome("fail", "trajectory:step", f"step {number + 1}: {detail}")
     return PASS
+
+
+def state_mismatch(expected: Any, state: Any, exact: bool = False, path: str = "$") -> tuple[str, Any, Any] | None:
+    """Where a state first differs from what is expected, as (JSON path, expected, got), or None: objects hold the
+    expected keys (only those unless exact), arrays and scalars are equal as JSON; ABSENT stands for a missing key."""
+    if isinstance(expected, dict) and isinstance(state, dict):
+        for key, want in expected.items():
+            where = f"{path}.{key}"
+            if key not in state:
+                return where, want, ABSENT
+            mismatch = state_mismatch(want, state[key], exact, where)
+            if mismatch is not None:
+                return mismatch
+        extra = [key for key in state if key not in expected] if exact else []
+        return (f"{path}.{extra[0]}", ABSENT, state[extra[0]]) if extra else None
+    if isinstance(expected, list) and isinstance(state, list) and len(expected) == len(state):
+        for i, (want, got) in enumerate(zip(expected, state, strict=True)):
+            mismatch = state_mismatch(want, got, True, f"{path}[{i}]")
+            if mismatch is not None:
+                return mismatch
+        return None
+    return None if json_equal(expected, state) else (path, expected, state)

@@ -1,0 +1,264 @@
+"""A trial's world: a tool environment's worker process (harness/envworker.py), the calls it answers, its state.
+
+The user's code runs in the worker, never in the harness: one that hangs past its timeout, exits, crashes, answers
+what is not JSON or prints more than MAX_OUTPUT makes its trial an error (tool:environment, with the last lines it
+wrote on stderr), and the run goes on. A worker lives for one trial and is killed at its end, or at the harness's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import IO, Any
+
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult
+from harness.scoring import ABSENT, state_mismatch
+from harness.text import canonical_json, clip, sha256_hex
+
+CODE = "tool:environment"
+MAX_OUTPUT = 1024 * 1024  # bytes the user's code may print over a trial
+MAX_ANSWER = 16 * 1024 * 1024  # bytes of one answer: a result or a state
+STDERR_TAIL = 2000  # characters of the worker's last output a reason quotes
+STDERR_LINES = 5
+SHOWN = 200  # characters of each value a state:mismatch reason shows
+# The worker is the harness's own module, found where the harness is (a folder or the .pyz), run by its path on
+# sys.path so that no PYTHONPATH or folder of the user's can put another harness in its place.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOOT = f"import sys; sys.path.insert(0, {ROOT!r}); from harness.envworker import main; del sys.path[0]; main()"
+_LIVE: set[subprocess.Popen[bytes]] = set()  # every worker not yet ended, killed when the harness exits
+_LIVE_LOCK = threading.Lock()
+
+
+class WorldError(Exception):
+    """The environment failed (hung, died, answered no JSON): the trial is an error."""
+
+
+class World:
+    """One trial's environment: its worker, started at the first request, and the instance made from the config."""
+
+    def __init__(self, spec: Environment, hidden: Secrets = NO_SECRETS) -> None:
+        self.spec = spec
+        self.hidden = hidden
+        self.process: subprocess.Popen[bytes] | None = None
+        self.answers: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self.stderr: list[bytes] = []
+        self.printed = 0
+        self.has: frozenset[str] = frozenset()
+
+    def implements(self, tool: str) -> bool:
+        """Whether a call of the tool runs a method of the environment's."""
+        return self.spec.methods.get(tool) in self._started().has
+
+    def call(self, call: ToolCall) -> ToolResult:
+        """The method's return value as the call's result; an exception it raised as `{"error": "Type: message"}`."""
+        answer = self._ask({"op": "call", "method": self.spec.methods[call.name], "args": dict(call.args)})
+        if "raised" in answer:
+            return ToolResult(call, {"error": answer["raised"]}, source="environment")
+        return ToolResult(call, answer["result"], source="environment")
+
+    def state(self) -> Any:
+        """The instance's state() as JSON, or its public attributes."""
+        return self._ask({"op": "state"})["state"]
+
+    def fresh(self) -> None:
+        """A new instance in place of the one there is."""
+        self._made(self._ask({"op": "new"}))
+
+    def end(self, task: Task) -> tuple[EndState, str | None]:
+        """The final state, and why it is not what the task expects (None when it is, or nothing is expected)."""
+        state = self.state()
+        expected = task.state
+        if expected is None:
+            return EndState(state), None
+        if expected.reference is None:
+            return EndState(state), _said(state_mismatch(expected.match, state))
+        self.fresh()
+        for call in expected.reference:
+            if call.name not in task.tool_results and self.implements(call.name):
+                self.call(call)
+        reference = self.state()
+        digest = sha256_hex(canonical_json(reference).encode("utf-8"))
+        return EndState(state, digest), _said(state_mismatch(reference, state, exact=True), "the reference's")
+
+    def close(self) -> None:
+        """Kill the worker, if it started."""
+        if self.process is not None:
+            _kill(self.process)
+
+    def _started(self) -> World:
+        if self.process is None:
+            self.process = _spawn(self.hidden)
+            threading.Thread(target=self._read_answers, args=(self.process.stdout,), daemon=True).start()
+            threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True).start()
+            spec = self.spec
+            load = {"module": spec.module, "class": spec.class_name, "config": spec.config}
+            answer = self._ask({"op": "load", **load, "methods": sorted(set(spec.methods.values()))})
+            if "failed" in answer:
+                raise WorldError(answer["error"])
+            self.has = frozenset(answer["methods"])
+            self._made(self._ask({"op": "new"}))
+        return self
+
+    def _made(self, answer: Mapping[str, Any]) -> None:
+        if "failed" in answer:
+            raise WorldError(f"{self.spec.class_name}(**config) raised {answer['error']}")
+
+    def _ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        process = self._started().process
+        assert process is not None and process.stdin is not None
+        try:
+            process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            process.stdin.flush()
+        except OSError:
+            pass  # it ended: said below, with what it wrote
+        try:
+            line = self.answers.get(timeout=self.spec.timeout)
+        except queue.Empty:
+            raise self._failed(f"no answer within {self.spec.timeout:g} s") from None
+        if not line.endswith(b"\n"):
+            if len(line) >= MAX_ANSWER:
+                raise self._failed(f"an answer over {MAX_ANSWER} bytes")
+            raise self._failed(self._how_it_ended())
+        answer = json.loads(line)
+        if "notJson" in answer:
+            what = request["method"] if request["op"] == "call" else request["op"]
+            raise self._failed(f"{self.spec.class_name}.{what} returned what is not JSON ({answer['notJson']})")
+        return answer  # type: ignore[no-any-return]
+
+    def _failed(self, what: str) -> WorldError:
+        if self.process is not None:
+            _kill(self.process)
+        tail = b"".join(self.stderr).decode("utf-8", "replace").strip().splitlines()[-STDERR_LINES:]
+        said = self.hidden.mask("\n".join(tail))[-STDERR_TAIL:]
+        return WorldError(f"the environment failed: {what}" + (f"; its last output:\n{said}" if said else ""))
+
+    def _how_it_ended(self) -> str:
+        assert self.process is not None
+        if self.printed > MAX_OUTPUT:
+            return f"it printed more than {MAX_OUTPUT} bytes"
+        try:
+            code = self.process.wait(timeout=self.spec.timeout)
+        except subprocess.TimeoutExpired:
+            return "it closed its answers"
+        return f"it exited with code {code}" if code >= 0 else f"it was ended by signal {-code}"
+
+    def _read_answers(self, stream: IO[bytes]) -> None:
+        with stream:
+            while True:
+                line = stream.readline(MAX_ANSWER)
+                self.answers.put(line)
+                if not line.endswith(b"\n"):
+                    return
+
+    def _read_output(self, stream: IO[bytes]) -> None:
+        with stream:
+            while True:
+                chunk = stream.read1(65536)  # type: ignore[attr-defined]
+                if not chunk:
+                    return
+                self.printed += len(chunk)
+                self.stderr = [*self.stderr[-8:], chunk]  # enough for the last lines, never all of it
+                if self.printed > MAX_OUTPUT and self.process is not None:
+                    self.process.kill()
+                    return
+
+
+@contextmanager
+def world_of(task: Task, hidden: Secrets = NO_SECRETS) -> Iterator[World | None]:
+    """The task's world for one trial (None without an environment), its worker killed when the trial ends."""
+    if task.environment is None:
+        yield None
+        return
+    world = World(task.environment, hidden)
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SECRETS) -> None:
+    """Start each environment the tasks use once, before anything is sent: a module, class, method or config that is
+    not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here)."""
+    checked: dict[str, World] = {}
+    for task in tasks:
+        spec = task.environment
+        if spec is None:
+            continue
+        world = checked.get(spec.where)
+        if world is None:
+            world = checked[spec.where] = World(spec, hidden)
+            try:
+                world._started()
+            except WorldError as err:
+                raise ConfigError(f"{path}: {spec.where}: {err}") from None
+            finally:
+                world.close()
+            for tool in spec.named:
+                if not world.implements(tool):
+                    method = spec.methods[tool]
+                    raise ConfigError(f"{path}: {spec.where}.methods.{tool}: {spec.class_name} has no method {method}")
+        reference = task.state.reference if task.state else None
+        for call in reference or ():
+            if call.name not in task.tool_results and not world.implements(call.name):
+                where = task.state.where if task.state else ""
+                raise ConfigError(
+                    f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
+                    "task's toolResults answer"
+                )
+
+
+def _said(mismatch: tuple[str, Any, Any] | None, expected: str = "") -> str | None:
+    if mismatch is None:
+        return None
+    path, want, got = mismatch
+    return f"the state at {path} is {_shown(got)}, expected {expected + ' ' if expected else ''}{_shown(want)}"
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is ABSENT else clip(json.dumps(value, ensure_ascii=False), SHOWN)
+
+
+def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:
+    # The harness's secrets stay out of the worker's environment; the rest is the user's code's to read.
+    environ = {name: value for name, value in os.environ.items() if hidden.find(value) is None}
+    process = subprocess.Popen(
+        [sys.executable, "-c", BOOT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environ,
+    )
+    with _LIVE_LOCK:
+        _LIVE.add(process)
+    return process
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        if process.stdin is not None:
+            process.stdin.close()  # its answers and output are closed by the threads reading them, at their end
+    except OSError:
+        pass
+    with _LIVE_LOCK:
+        _LIVE.discard(process)
+
+
+@atexit.register
+def _kill_all() -> None:
+    """No worker outlives the harness, whatever cut the run short."""
+    for process in list(_LIVE):
+        _kill(process)

@@ -1,0 +1,129 @@
+"""A tool environment's worker: imports the user's module, makes the instance, and answers the harness's requests,
+one JSON line each on stdin, one JSON line each on stdout.
+
+It runs in its own process so that the user's code can hang, exit or crash without taking the harness down; it
+imports nothing of the harness, and what the user's code prints goes to stderr, never into the answers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, BinaryIO
+
+ORPHAN_CHECK = 0.5  # seconds: how soon a worker whose harness died (even by SIGKILL) ends itself
+
+
+def main() -> None:
+    """Answer requests until stdin closes."""
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # the user's prints go to stderr: stdout is the answers' alone
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the harness's to hear: it ends the worker itself
+    threading.Thread(target=_end_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    world = World()
+    for line in sys.stdin.buffer:
+        _answer(answers, world.handle(json.loads(line)))
+
+
+class World:
+    """The user's class and its current instance."""
+
+    def __init__(self) -> None:
+        self.cls: Any = None
+        self.config: dict[str, Any] = {}
+        self.instance: Any = None
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request: load, new, call or state."""
+        op = request["op"]
+        if op == "load":
+            return self.load(request)
+        if op == "new":
+            return self.new()
+        if op == "call":
+            return self.call(request["method"], request["args"])
+        return {"state": _state(self.instance)}
+
+    def load(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Import the module and find the class; which of the methods asked about it has."""
+        try:
+            module = _module(request["module"])
+        except BaseException as exc:  # the user's module failing to import is an answer, not the worker's end
+            return {"failed": "module", "error": _error(exc)}
+        self.cls = getattr(module, request["class"], None)
+        if not isinstance(self.cls, type):
+            return {"failed": "class", "error": f"{request['module']} has no class {request['class']}"}
+        self.config = request["config"]
+        has = [
+            name for name in request["methods"] if not name.startswith("_") and callable(getattr(self.cls, name, None))
+        ]
+        return {"methods": has}
+
+    def new(self) -> dict[str, Any]:
+        """A fresh instance, made with the config as keyword arguments."""
+        try:
+            self.instance = self.cls(**self.config)
+        except Exception as exc:
+            return {"failed": "config", "error": _error(exc)}
+        return {}
+
+    def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The method's return value, or the exception it raised as the tool's error."""
+        try:
+            return {"result": getattr(self.instance, method)(**args)}
+        except Exception as exc:
+            return {"raised": _error(exc)}
+
+
+def _module(name: str) -> Any:
+    """A module from its path (its folder importable, as a test's is) or by its importable name."""
+    if not name.endswith(".py"):
+        sys.path.insert(0, os.getcwd())
+        return importlib.import_module(name)
+    folder, file = os.path.split(name)
+    sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(file[:-3], name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _state(instance: Any) -> Any:
+    """The instance's state(), or its public attributes."""
+    state = getattr(instance, "state", None)
+    if callable(state):
+        return state()
+    return {key: value for key, value in vars(instance).items() if not key.startswith("_")}
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _answer(out: BinaryIO, answer: dict[str, Any]) -> None:
+    try:
+        line = json.dumps(answer, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        line = json.dumps({"notJson": _error(exc)})
+    out.write(line.encode("ascii") + b"\n")
+    out.flush()
+
+
+def _end_when_orphaned(parent: int) -> None:
+    while True:
+        time.sleep(ORPHAN_CHECK)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""A module that fails as it is imported."""
+
+raise RuntimeError("this environment cannot be imported")

@@ -1,0 +1,49 @@
+"""An environment that does everything an environment must not be able to harm the harness with."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+class Hostile:
+    """Each method misbehaves in its own way."""
+
+    def hang(self) -> None:
+        """Never answers (writes its pid first, for a test that looks for orphans)."""
+        pid_file = os.environ.get("HOSTILE_PID_FILE")
+        if pid_file:
+            with open(pid_file, "w", encoding="utf-8") as f:
+                f.write(str(os.getpid()))
+        print("about to hang", file=sys.stderr, flush=True)
+        time.sleep(3600)
+
+    def leave(self) -> None:
+        """Exits at once, without a word."""
+        print("leaving now", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    def crash(self) -> None:
+        """Dies by a signal."""
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def shout(self) -> str:
+        """Prints megabytes."""
+        for _ in range(64):
+            print("x" * 65536)
+        return "done"
+
+    def odd(self) -> object:
+        """Returns what is not JSON."""
+        return {1, 2, 3}
+
+    def refuse(self, reason: str = "no") -> None:
+        """Raises, as a real tool answers a bad call."""
+        raise ValueError(reason)
+
+    def ping(self) -> str:
+        """Answers."""
+        return "pong"

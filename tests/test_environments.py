@@ -1,0 +1,418 @@
+"""Tool environments: the user's Python class answering tool calls from a worker process, and the state it ends in."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+from typing import Any
+
+from harness.environments import MAX_OUTPUT, World, WorldError, check_environments
+from harness.leaks import Secrets
+from harness.records import AgentRequest, ConfigError, Environment, Outcome, Reply, Task, ToolCall
+from harness.results import STATE_LIMIT, task_entry
+from harness.running import run_task
+from harness.scoring import ABSENT, state_mismatch
+from harness.taskfile import load_task_file
+from tests.providers import Event, conversation_fake
+from tests.support import DATA, SCRIPT, InProcessAgent, TempDirTestCase, clean_env, run_cli
+
+ENVS = os.path.join(DATA, "envs")
+FILES = os.path.join(ENVS, "files.py")
+HOSTILE = os.path.join(ENVS, "hostile.py")
+TOOLS = [
+    {"name": name, "inputSchema": {"type": "object", "properties": {key: {"type": "string"} for key in keys}}}
+    for name, keys in {
+        "fs.write": ("path", "text"),
+        "fs.read": ("path",),
+        "fs.remove": ("path",),
+        "fs.ls": (),
+    }.items()
+]
+
+
+def spec(module: str = FILES, class_name: str = "FileSystem", **fields: Any) -> Environment:
+    """An environment as a task file would give it, answering the fs tools by their last name."""
+    methods = {tool["name"]: tool["name"].rsplit(".", 1)[-1] for tool in TOOLS}
+    return Environment(module=module, class_name=class_name, config=fields.pop("config", {}), methods=methods, **fields)
+
+
+class Calling(TempDirTestCase):
+    """An agent in this process that makes the calls it is given, one reply each, then answers in text."""
+
+    def agent(self, *calls: tuple[str, dict[str, Any]]) -> InProcessAgent:
+        class Scripted(InProcessAgent):
+            def run(self, request: AgentRequest) -> Reply:
+                made = len(request.steps)
+                if made < len(calls):
+                    return Reply(tool_calls=(ToolCall(*calls[made]),))
+                return Reply(text="done")
+
+        return Scripted()
+
+    def task_file(self, tasks: list[dict[str, Any]], **top: Any) -> str:
+        self.write_json("tasks.json", {"version": 1, "tools": TOOLS, "tasks": tasks, **top})
+        return os.path.join(self.tmp, "tasks.json")
+
+    def task(self, expect: dict[str, Any], **fields: Any) -> Task:
+        environment = fields.pop("environment", {"module": FILES, "class": "FileSystem"})
+        item = {"id": "t", "category": "c", "prompt": "p", "expect": expect, "environment": environment, **fields}
+        return load_task_file(self.task_file([item])).tasks[0]
+
+
+class TheWorker(unittest.TestCase):
+    def test_a_call_runs_the_method_with_the_arguments_as_keywords(self) -> None:
+        opened = World(spec(config={"files": {"a": "1"}}))
+        self.addCleanup(opened.close)
+        result = opened.call(ToolCall("fs.write", {"path": "b", "text": "hi"}))
+        self.assertEqual((result.content, result.source), ("wrote 2 characters to b", "environment"))
+        self.assertEqual(opened.call(ToolCall("fs.remove", {"path": "a"})).content, {"removed": "a", "left": 1})
+
+    def test_an_exception_is_the_tools_answer(self) -> None:
+        opened = World(spec())
+        self.addCleanup(opened.close)
+        self.assertEqual(opened.call(ToolCall("fs.read", {"path": "x"})).content, {"error": "FileNotFoundError: x"})
+        wrong = opened.call(ToolCall("fs.read", {"name": "x"})).content
+        self.assertTrue(wrong["error"].startswith("TypeError: "), wrong)
+
+    def test_the_state_is_the_state_method_or_else_the_public_attributes(self) -> None:
+        opened = World(spec(config={"files": {"a": "1"}}))
+        self.addCleanup(opened.close)
+        self.assertEqual(opened.state(), {"files": {"a": "1"}})
+        counting = Environment(
+            module=os.path.join(ENVS, "counter.py"), class_name="Counter", config={"start": 2}, methods={"add": "add"}
+        )
+        counter = World(counting)
+        self.addCleanup(counter.close)
+        self.assertEqual(counter.call(ToolCall("add", {"amount": 3})).content, 5)
+        self.assertEqual(counter.state(), {"count": 5, "history": [3]})
+
+    def test_only_the_methods_the_class_has_are_implemented(self) -> None:
+        opened = World(spec())
+        self.addCleanup(opened.close)
+        self.assertEqual([opened.implements(tool["name"]) for tool in TOOLS], [True, True, True, False])
+
+    def test_a_fresh_instance_forgets_what_the_last_one_did(self) -> None:
+        opened = World(spec())
+        self.addCleanup(opened.close)
+        opened.call(ToolCall("fs.write", {"path": "b", "text": "hi"}))
+        opened.fresh()
+        self.assertEqual(opened.state(), {"files": {}})
+
+    def test_the_harness_secrets_stay_out_of_the_workers_environment(self) -> None:
+        methods = {"fs.read": "variable"}
+        counter = Environment(module=os.path.join(ENVS, "counter.py"), class_name="Counter", config={}, methods=methods)
+        os.environ["WORLDS_TEST_TOKEN"], os.environ["WORLDS_TEST_PLAIN"] = "s3cr3t-value-1234", "plain"
+        self.addCleanup(os.environ.pop, "WORLDS_TEST_TOKEN")
+        self.addCleanup(os.environ.pop, "WORLDS_TEST_PLAIN")
+        opened = World(counter, Secrets({"s3cr3t-value-1234": "WORLDS_TEST_TOKEN"}))
+        self.addCleanup(opened.close)
+        self.assertIsNone(opened.call(ToolCall("fs.read", {"name": "WORLDS_TEST_TOKEN"})).content)
+        self.assertEqual(opened.call(ToolCall("fs.read", {"name": "WORLDS_TEST_PLAIN"})).content, "plain")
+
+
+class HostileEnvironments(unittest.TestCase):
+    """Whatever the user's code does, the harness hears a WorldError, with what the worker last wrote."""
+
+    def failure(self, method: str) -> str:
+        hostile = Environment(module=HOSTILE, class_name="Hostile", config={}, methods={"h": method}, timeout=1.0)
+        opened = World(hostile)
+        self.addCleanup(opened.close)
+        with self.assertRaises(WorldError) as caught:
+            opened.call(ToolCall("h", {}))
+        process = opened.process
+        opened.close()
+        self.assertIsNotNone(process and process.poll(), "the worker is killed once it failed")
+        return str(caught.exception)
+
+    def test_a_method_that_hangs_past_the_timeout(self) -> None:
+        self.assertEqual(
+            self.failure("hang"), "the environment failed: no answer within 1 s; its last output:\nabout to hang"
+        )
+
+    def test_a_method_that_calls_os_exit(self) -> None:
+        self.assertEqual(
+            self.failure("leave"), "the environment failed: it exited with code 3; its last output:\nleaving now"
+        )
+
+    def test_a_method_that_kills_its_process(self) -> None:
+        self.assertEqual(self.failure("crash"), f"the environment failed: it was ended by signal {signal.SIGKILL}")
+
+    def test_a_method_that_prints_megabytes(self) -> None:
+        reason = self.failure("shout")
+        self.assertTrue(reason.startswith(f"the environment failed: it printed more than {MAX_OUTPUT} bytes"), reason)
+        self.assertLess(len(reason), 2200)
+
+    def test_a_method_that_returns_what_is_not_json(self) -> None:
+        self.assertEqual(
+            self.failure("odd"),
+            "the environment failed: Hostile.odd returned what is not JSON "
+            "(TypeError: Object of type set is not JSON serializable)",
+        )
+
+    def test_a_module_that_fails_to_import(self) -> None:
+        broken = spec(os.path.join(ENVS, "fails_to_import.py"))
+        opened = World(broken)
+        self.addCleanup(opened.close)
+        with self.assertRaises(WorldError) as caught:
+            opened.implements("fs.read")
+        self.assertEqual(str(caught.exception), "RuntimeError: this environment cannot be imported")
+
+
+class StateMismatch(unittest.TestCase):
+    def test_a_subset_of_objects_by_key_and_arrays_and_scalars_exactly(self) -> None:
+        state = {"files": {"a": "1", "b": "2"}, "log": ["x", "y"], "n": 1}
+        table = [
+            ({"files": {"a": "1"}}, None),
+            ({"n": 1.0}, None),
+            ({}, None),
+            ({"files": {"a": "2"}}, ("$.files.a", "2", "1")),
+            ({"files": {"c": "3"}}, ("$.files.c", "3", ABSENT)),
+            ({"log": ["x"]}, ("$.log", ["x"], ["x", "y"])),
+            ({"log": ["x", "z"]}, ("$.log[1]", "z", "y")),
+            ({"n": True}, ("$.n", True, 1)),
+            ({"files": None}, ("$.files", None, {"a": "1", "b": "2"})),
+        ]
+        for expected, mismatch in table:
+            with self.subTest(expected):
+                self.assertEqual(state_mismatch(expected, state), mismatch)
+
+    def test_exact_also_names_a_key_the_expected_state_does_not_have(self) -> None:
+        self.assertEqual(state_mismatch({"a": 1}, {"a": 1, "b": 2}, exact=True), ("$.b", ABSENT, 2))
+        self.assertIsNone(state_mismatch({"a": [{"b": 1}]}, {"a": [{"b": 1}]}, exact=True))
+        self.assertEqual(state_mismatch({"a": [{}]}, {"a": [{"b": 1}]}), ("$.a[0].b", ABSENT, 1))
+
+
+class EndStates(Calling):
+    def test_a_match_passes_on_the_state_the_calls_made(self) -> None:
+        task = self.task({"tool": "fs.write", "state": {"match": {"files": {"a.txt": "hi"}}}})
+        result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "hi"})), task)
+        self.assertEqual(result.outcome, Outcome("pass"))
+        self.assertEqual(result.end and result.end.state, {"files": {"a.txt": "hi"}})
+        self.assertEqual(result.turns[0].steps[0].results[0].source, "environment")
+
+    def test_a_match_fails_naming_the_path_and_both_values(self) -> None:
+        task = self.task({"tool": "fs.write", "state": {"match": {"files": {"a.txt": "hi"}}}})
+        result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "ho"})), task)
+        self.assertEqual(
+            result.outcome, Outcome("fail", "state:mismatch", 'the state at $.files.a.txt is "ho", expected "hi"')
+        )
+
+    def test_a_missing_key_is_said_to_be_nothing(self) -> None:
+        task = self.task({"tool": "fs.write", "state": {"match": {"files": {"b.txt": "hi"}}}})
+        result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "hi"})), task)
+        self.assertEqual(result.outcome.reason, 'the state at $.files.b.txt is nothing, expected "hi"')
+
+    def test_a_failed_call_expectation_stays_the_reason(self) -> None:
+        task = self.task({"tool": "fs.remove", "state": {"match": {"files": {}}}})
+        result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "hi"})), task)
+        self.assertEqual(result.outcome.code, "tool:wrong-name")
+
+    def test_a_scripted_result_wins_for_its_tool(self) -> None:
+        task = self.task({"tool": "fs.write", "state": {"match": {"files": {}}}}, toolResults={"fs.write": "ok"})
+        result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "hi"})), task)
+        self.assertEqual((result.outcome, result.turns[0].steps[0].results[0].content), (Outcome("pass"), "ok"))
+
+    def test_the_reference_passes_another_order_to_the_same_state_and_fails_another_state(self) -> None:
+        steps = [
+            {"tool": "fs.write", "argValues": {"path": ["a"], "text": ["1"]}},
+            {"tool": "fs.write", "argValues": {"path": ["b"], "text": ["2"]}},
+        ]
+        task = self.task({"trajectory": steps, "state": "reference"})
+        other_order = self.agent(("fs.write", {"path": "b", "text": "2"}), ("fs.write", {"path": "a", "text": "1"}))
+        result = run_task(other_order, task)
+        self.assertEqual(result.outcome, Outcome("pass"))
+        entry = task_entry(task, [result])["trialResults"][0]
+        self.assertEqual(entry["finalState"], {"files": {"b": "2", "a": "1"}})
+        self.assertEqual(len(entry["referenceStateSha256"]), 64)
+        wrong = run_task(self.agent(("fs.write", {"path": "a", "text": "1"})), task)
+        self.assertEqual(
+            wrong.outcome,
+            Outcome("fail", "state:mismatch", 'the state at $.files.b is nothing, expected the reference\'s "2"'),
+        )
+
+    def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
+        task = self.task({"tool": "fs.write"})
+        result = run_task(self.agent(("fs.write", {"path": "a", "text": "x" * (STATE_LIMIT + 10)})), task)
+        entry = task_entry(task, [result])["trialResults"][0]
+        self.assertEqual((len(entry["finalState"]), entry["finalStateCut"]), (STATE_LIMIT, True))
+
+    def test_a_hostile_environment_makes_its_trial_an_error(self) -> None:
+        environment = {"module": HOSTILE, "class": "Hostile", "timeout": 1, "methods": {"fs.ls": "leave"}}
+        task = self.task({"tool": "fs.ls"}, environment=environment)
+        result = run_task(self.agent(("fs.ls", {})), task)
+        self.assertEqual(
+            result.outcome,
+            Outcome(
+                "error",
+                "tool:environment",
+                "the environment failed: it exited with code 3; its last output:\nleaving now",
+            ),
+        )
+        self.assertIsNone(result.end)
+
+    def test_a_secret_in_the_final_state_is_masked(self) -> None:
+        task = self.task({"tool": "fs.write"})
+        agent = self.agent(("fs.write", {"path": "a", "text": "key s3cr3t-value-1234"}))
+        result = run_task(agent, task, hidden=Secrets({"s3cr3t-value-1234": "TOKEN"}))
+        self.assertNotIn("s3cr3t-value-1234", json.dumps(result.end and result.end.state))
+
+
+class CheckedAtTheStart(Calling):
+    def check(self, environment: dict[str, Any], expect: dict[str, Any] | None = None) -> str:
+        task = self.task(expect or {"tool": "fs.write"}, environment=environment)
+        with self.assertRaises(ConfigError) as caught:
+            check_environments("tasks.json", [task])
+        return str(caught.exception)
+
+    def test_a_module_that_is_not_there(self) -> None:
+        self.assertEqual(
+            self.check({"module": "no_such_environment_module", "class": "X"}),
+            "tasks.json: tasks[0].environment: ModuleNotFoundError: No module named 'no_such_environment_module'",
+        )
+
+    def test_a_class_that_is_not_there(self) -> None:
+        self.assertEqual(
+            self.check({"module": FILES, "class": "Files"}),
+            f"tasks.json: tasks[0].environment: {FILES} has no class Files",
+        )
+
+    def test_a_method_the_map_names_that_is_not_there(self) -> None:
+        self.assertEqual(
+            self.check({"module": FILES, "class": "FileSystem", "methods": {"fs.ls": "listing"}}),
+            "tasks.json: tasks[0].environment.methods.fs.ls: FileSystem has no method listing",
+        )
+
+    def test_a_config_the_class_does_not_take(self) -> None:
+        self.assertEqual(
+            self.check({"module": FILES, "class": "FileSystem", "config": {"root": "/"}}),
+            "tasks.json: tasks[0].environment: FileSystem(**config) raised TypeError: "
+            "FileSystem.__init__() got an unexpected keyword argument 'root'",
+        )
+
+    def test_a_reference_call_nothing_answers(self) -> None:
+        expect = {"tool": "fs.ls", "state": "reference"}
+        self.assertEqual(
+            self.check({"module": FILES, "class": "FileSystem"}, expect),
+            "tasks.json: tasks[0].expect.state: the reference calls fs.ls, which neither FileSystem nor the task's "
+            "toolResults answer",
+        )
+
+    def test_a_module_file_is_found_next_to_the_task_file(self) -> None:
+        with open(os.path.join(self.tmp, "mine.py"), "w", encoding="utf-8") as f:
+            f.write("class Mine:\n    def write(self, path, text):\n        return 'ok'\n")
+        task = self.task({"tool": "fs.write"}, environment={"module": "mine.py", "class": "Mine"})
+        check_environments("tasks.json", [task])
+        self.assertEqual(task.environment and task.environment.module, os.path.join(self.tmp, "mine.py"))
+
+
+class FromTheCommandLine(Calling):
+    def test_hostile_environments_error_their_own_trials_and_the_run_goes_on(self) -> None:
+        """Through a provider's fake: each task's prompt names the one tool to call; the gate decides the exit."""
+
+        def call_what_the_prompt_says(events: list[Event]) -> tuple[list[Any], str | None]:
+            if any(event[0] == "result" for event in events):
+                return [], "done"
+            prompt = next(event[1] for event in events if event[0] == "user")
+            return [(prompt.replace(".", "_"), {})], None
+
+        invalid: list[str] = []
+        fake = self.serve(conversation_fake("openai", call_what_the_prompt_says, invalid))
+        methods = ("hang", "leave", "crash", "shout", "odd", "refuse", "ping")
+        tasks = [
+            {"id": name, "category": "c", "prompt": f"h.{name}", "expect": {"tool": f"h.{name}"}} for name in methods
+        ]
+        tools = [{"name": f"h.{name}", "inputSchema": {"type": "object"}} for name in methods]
+        environment = {"module": HOSTILE, "class": "Hostile", "timeout": 1}
+        self.write_json("tasks.json", {"version": 1, "tools": tools, "environment": environment, "tasks": tasks})
+        env = clean_env(
+            EVAL_TASKS="tasks.json",
+            EVAL_BACKEND="openai",
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_MODEL="m",
+            OPENAI_API_KEY="k",
+            EVAL_GATE="28",
+            EVAL_CONCURRENCY="4",
+        )
+        _, stderr, code = run_cli(env=env, cwd=self.tmp)
+        statuses = {e["id"]: e["trialResults"][0]["code"] for e in self.read_json("eval-results.json")["results"]}
+        self.assertEqual(
+            statuses,
+            {
+                "hang": "tool:environment",
+                "leave": "tool:environment",
+                "crash": "tool:environment",
+                "shout": "tool:environment",
+                "odd": "tool:environment",
+                "refuse": None,
+                "ping": None,
+            },
+        )
+        self.assertEqual((code, invalid), (0, []), stderr)
+
+    def test_an_environment_that_cannot_start_is_exit_2_naming_its_path(self) -> None:
+        environment = {"module": os.path.join(ENVS, "fails_to_import.py"), "class": "X"}
+        self.task_file(
+            [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
+        )
+        stdout, stderr, code = run_cli(env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+        self.assertEqual(
+            (stdout, stderr, code),
+            ("", "eval_agent: error: tasks.json: environment: RuntimeError: this environment cannot be imported\n", 2),
+        )
+
+    def test_ctrl_c_leaves_no_worker_behind(self) -> None:
+        def hang(events: list[Event]) -> tuple[list[Any], str | None]:
+            return [("fs_ls", {})], None
+
+        fake = self.serve(conversation_fake("openai", hang, []))
+        pid_file = os.path.join(self.tmp, "worker.pid")
+        environment = {"module": HOSTILE, "class": "Hostile", "timeout": 60, "methods": {"fs.ls": "hang"}}
+        self.task_file(
+            [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
+        )
+        env = clean_env(
+            EVAL_TASKS="tasks.json",
+            EVAL_BACKEND="openai",
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_MODEL="m",
+            OPENAI_API_KEY="k",
+            HOSTILE_PID_FILE=pid_file,
+        )
+        run = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT], env=env, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.addCleanup(run.kill)
+        deadline = time.monotonic() + 30
+        while not _read(pid_file):
+            self.assertLess(time.monotonic(), deadline, "the worker never started its hanging call")
+            time.sleep(0.05)
+        worker = int(_read(pid_file))
+        run.send_signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=30), 130)
+        deadline = time.monotonic() + 10
+        while _alive(worker):
+            self.assertLess(time.monotonic(), deadline, "the worker outlived the run")
+            time.sleep(0.05)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead but for its parent's wait: its parent (the run) has ended, so init reaps it.
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
