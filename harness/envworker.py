@@ -84,7 +84,8 @@ class World:
 def _module(name: str) -> Any:
     """A module from its path (its folder importable, as a test's is) or by its importable name."""
     if not name.endswith(".py"):
-        sys.path.insert(0, os.getcwd())
+        found = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        sys.path[:0] = [os.getcwd(), *(folder for folder in found if folder)]
         return importlib.import_module(name)
     folder, file = os.path.split(name)
     sys.path.insert(0, folder)

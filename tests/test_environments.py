@@ -10,10 +10,13 @@ import sys
 import time
 import unittest
 from typing import Any
+from unittest import mock
 
+from backends import BACKENDS
+from eval_agent import configure
 from harness.environments import MAX_OUTPUT, World, WorldError, check_environments
 from harness.leaks import Secrets
-from harness.records import AgentRequest, ConfigError, Environment, Outcome, Reply, Task, ToolCall
+from harness.records import AgentRequest, AgentSurface, ConfigError, Environment, Outcome, Reply, Task, ToolCall
 from harness.results import STATE_LIMIT, task_entry
 from harness.running import run_task
 from harness.scoring import ABSENT, state_mismatch
@@ -106,11 +109,11 @@ class TheWorker(unittest.TestCase):
     def test_the_harness_secrets_stay_out_of_the_workers_environment(self) -> None:
         methods = {"fs.read": "variable"}
         counter = Environment(module=os.path.join(ENVS, "counter.py"), class_name="Counter", config={}, methods=methods)
-        os.environ["WORLDS_TEST_TOKEN"], os.environ["WORLDS_TEST_PLAIN"] = "s3cr3t-value-1234", "plain"
-        self.addCleanup(os.environ.pop, "WORLDS_TEST_TOKEN")
-        self.addCleanup(os.environ.pop, "WORLDS_TEST_PLAIN")
         opened = World(counter, Secrets({"s3cr3t-value-1234": "WORLDS_TEST_TOKEN"}))
         self.addCleanup(opened.close)
+        variables = {"WORLDS_TEST_TOKEN": "s3cr3t-value-1234", "WORLDS_TEST_PLAIN": "plain"}
+        with mock.patch.dict(os.environ, variables):
+            opened.implements("fs.read")  # the worker starts with the environment as it is now
         self.assertIsNone(opened.call(ToolCall("fs.read", {"name": "WORLDS_TEST_TOKEN"})).content)
         self.assertEqual(opened.call(ToolCall("fs.read", {"name": "WORLDS_TEST_PLAIN"})).content, "plain")
 
@@ -302,12 +305,49 @@ class CheckedAtTheStart(Calling):
             "toolResults answer",
         )
 
+    def test_a_module_by_name_is_found_from_the_working_folder_and_pythonpath(self) -> None:
+        task = self.task({"tool": "fs.write"}, environment={"module": "files", "class": "FileSystem"})
+        with mock.patch.dict(os.environ, {"PYTHONPATH": ENVS}):
+            result = run_task(self.agent(("fs.write", {"path": "a", "text": "1"})), task)
+        self.assertEqual(result.end and result.end.state, {"files": {"a": "1"}})
+
     def test_a_module_file_is_found_next_to_the_task_file(self) -> None:
         with open(os.path.join(self.tmp, "mine.py"), "w", encoding="utf-8") as f:
             f.write("class Mine:\n    def write(self, path, text):\n        return 'ok'\n")
         task = self.task({"tool": "fs.write"}, environment={"module": "mine.py", "class": "Mine"})
         check_environments("tasks.json", [task])
         self.assertEqual(task.environment and task.environment.module, os.path.join(self.tmp, "mine.py"))
+
+
+class OnAProvider(Calling):
+    def test_a_model_that_reaches_the_reference_state_by_another_order_passes(self) -> None:
+        """The openai backend against its fake: removes, then writes, where the task's trajectory writes first."""
+
+        def other_order(events: list[Event]) -> tuple[list[Any], str | None]:
+            done = [event for event in events if event[0] == "result"]
+            if not done:
+                return [("fs_remove", {"path": "old"})], None
+            if len(done) == 1:
+                return [("fs_write", {"path": "new", "text": "hi"})], None
+            return [], "done"
+
+        invalid: list[str] = []
+        fake = self.serve(conversation_fake("openai", other_order, invalid))
+        steps = [
+            {"tool": "fs.write", "argValues": {"path": ["new"], "text": ["hi"]}},
+            {"tool": "fs.remove", "argValues": {"path": ["old"]}},
+        ]
+        environment = {"module": FILES, "class": "FileSystem", "config": {"files": {"old": "x"}}}
+        task = self.task({"trajectory": steps, "state": "reference"}, environment=environment)
+        task_file = load_task_file(os.path.join(self.tmp, "tasks.json"))
+        settings = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m"}
+        config, name, backend_settings = configure([], {"EVAL_TASKS": "tasks.json", "OPENAI_API_KEY": "k", **settings})
+        backend = BACKENDS[name](backend_settings, AgentSurface(task_file.tools), config.run_id)
+        self.addCleanup(backend.transport.close)
+        result = run_task(backend, task)
+        self.assertEqual((result.outcome, invalid), (Outcome("pass"), []))
+        self.assertEqual(result.end and result.end.state, {"files": {"new": "hi"}})
+        self.assertEqual(json.loads(fake.received[1].json["messages"][-1]["content"]), {"removed": "old", "left": 0})
 
 
 class FromTheCommandLine(Calling):
