@@ -3,6 +3,7 @@ from an empty folder with a task file copied in."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -81,6 +82,20 @@ class SmokeFromAnEmptyFolder(TempDirTestCase):
         stdout, stderr, code = self.run_pyz("--agent-url", agent.url())  # as docs/ci.md shows it
         self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 80%)", "", 0))
         self.assertEqual(len(agent.received), 10)
+
+    def test_an_environments_worker_runs_from_the_archive(self) -> None:
+        with open(os.path.join(self.tmp, "eval-tasks.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        with open(os.path.join(self.tmp, "world.py"), "w", encoding="utf-8") as f:
+            f.write("class World:\n    def __init__(self):\n        self.untouched = True\n")
+        data["environment"] = {"module": "world.py", "class": "World"}
+        data["tasks"][9]["expect"]["state"] = {"match": {"untouched": True}}  # a refusal: one step on the stub
+        with open(os.path.join(self.tmp, "eval-tasks.json"), "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        stdout, stderr, code = self.run_pyz("--task", data["tasks"][9]["id"])
+        self.assertEqual((stdout.splitlines()[-1], stderr, code), ("1/1 PASS at 100% (gate 80%)", "", 0))
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        self.assertEqual(trial["finalState"], {"untouched": True})
 
     def test_validate_compare_and_merge(self) -> None:
         stdout, stderr, code = self.run_pyz("validate")
