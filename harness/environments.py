@@ -40,6 +40,10 @@ _LIVE_LOCK = threading.Lock()
 class WorldError(Exception):
     """The environment failed (hung, died, answered no JSON): the trial is an error."""
 
+    def __init__(self, reason: str, key: str = "") -> None:
+        super().__init__(reason)
+        self.key = key  # the environment's key it is about, when it failed to start: module, class or config
+
 
 class World:
     """One trial's environment: its worker, started at the first request, and the instance made from the config."""
@@ -102,14 +106,14 @@ class World:
             load = {"module": spec.module, "class": spec.class_name, "config": spec.config}
             answer = self._ask({"op": "load", **load, "methods": sorted(set(spec.methods.values()))})
             if "failed" in answer:
-                raise WorldError(answer["error"])
+                raise WorldError(answer["error"], answer["failed"])
             self.has = frozenset(answer["methods"])
             self._made(self._ask({"op": "new"}))
         return self
 
     def _made(self, answer: Mapping[str, Any]) -> None:
         if "failed" in answer:
-            raise WorldError(f"{self.spec.class_name}(**config) raised {answer['error']}")
+            raise WorldError(f"{self.spec.class_name}(**config) raised {answer['error']}", "config")
 
     def _ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
         process = self._started().process
@@ -198,7 +202,7 @@ def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SE
             try:
                 world._started()
             except WorldError as err:
-                raise ConfigError(f"{path}: {spec.where}: {err}") from None
+                raise ConfigError(f"{path}: {spec.where}{'.' + err.key if err.key else ''}: {err}") from None
             finally:
                 world.close()
             for tool in spec.named:

@@ -275,13 +275,14 @@ class CheckedAtTheStart(Calling):
     def test_a_module_that_is_not_there(self) -> None:
         self.assertEqual(
             self.check({"module": "no_such_environment_module", "class": "X"}),
-            "tasks.json: tasks[0].environment: ModuleNotFoundError: No module named 'no_such_environment_module'",
+            "tasks.json: tasks[0].environment.module: "
+            "ModuleNotFoundError: No module named 'no_such_environment_module'",
         )
 
     def test_a_class_that_is_not_there(self) -> None:
         self.assertEqual(
             self.check({"module": FILES, "class": "Files"}),
-            f"tasks.json: tasks[0].environment: {FILES} has no class Files",
+            f"tasks.json: tasks[0].environment.class: {FILES} has no class Files",
         )
 
     def test_a_method_the_map_names_that_is_not_there(self) -> None:
@@ -293,7 +294,7 @@ class CheckedAtTheStart(Calling):
     def test_a_config_the_class_does_not_take(self) -> None:
         self.assertEqual(
             self.check({"module": FILES, "class": "FileSystem", "config": {"root": "/"}}),
-            "tasks.json: tasks[0].environment: FileSystem(**config) raised TypeError: "
+            "tasks.json: tasks[0].environment.config: FileSystem(**config) raised TypeError: "
             "FileSystem.__init__() got an unexpected keyword argument 'root'",
         )
 
@@ -402,10 +403,23 @@ class FromTheCommandLine(Calling):
         stdout, stderr, code = run_cli(env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
         self.assertEqual(
             (stdout, stderr, code),
-            ("", "eval_agent: error: tasks.json: environment: RuntimeError: this environment cannot be imported\n", 2),
+            (
+                "",
+                "eval_agent: error: tasks.json: environment.module: "
+                "RuntimeError: this environment cannot be imported\n",
+                2,
+            ),
         )
 
     def test_ctrl_c_leaves_no_worker_behind(self) -> None:
+        self.assertEqual(self.hang_then(signal.SIGINT), 130)
+
+    def test_a_harness_killed_outright_leaves_no_worker_behind(self) -> None:
+        self.assertEqual(self.hang_then(signal.SIGKILL), -signal.SIGKILL)
+
+    def hang_then(self, signum: int) -> int:
+        """A run whose environment's call hangs, sent the signal: its exit code, once its worker is gone too."""
+
         def hang(events: list[Event]) -> tuple[list[Any], str | None]:
             return [("fs_ls", {})], None
 
@@ -432,12 +446,13 @@ class FromTheCommandLine(Calling):
             self.assertLess(time.monotonic(), deadline, "the worker never started its hanging call")
             time.sleep(0.05)
         worker = int(_read(pid_file))
-        run.send_signal(signal.SIGINT)
-        self.assertEqual(run.wait(timeout=30), 130)
+        run.send_signal(signum)
+        code = run.wait(timeout=30)
         deadline = time.monotonic() + 10
         while _alive(worker):
             self.assertLess(time.monotonic(), deadline, "the worker outlived the run")
             time.sleep(0.05)
+        return code
 
 
 def _read(path: str) -> str:
