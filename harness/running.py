@@ -38,11 +38,11 @@ def run_task(
     end = None
     with world_of(task, hidden) as world:
         turns, conversation_id = converse(backend, task, tools, world)
+        duration_ms = (time.perf_counter() - started) * 1000  # the agent's time: the end state's check is ours
         reply = whole_reply(turns)
         outcome = score(task, reply, secrets)
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
-    duration_ms = (time.perf_counter() - started) * 1000
     replies = [whole_reply((turn,)) for turn in turns] if task.turn_expects or task.offered else []
     outcome, turns = score_turns(task, outcome, turns, replies, secrets)
     if not task.is_conversation:
