@@ -194,6 +194,7 @@ class GeminiBackend(ProviderBackend):
             reason = f"not a generateContent response: no {exc}"
             raise BackendError("reply:bad-provider-reply", reason, attempts) from None
         finish = candidate.get("finishReason")
+        finish = finish if isinstance(finish, str) else None  # a list or an object is no reason, and is unhashable
         if finish in BAD_CALLS:
             said = candidate.get("finishMessage")
             detail = f": {self.hidden.clip(said, 200)}" if isinstance(said, str) and said else ""

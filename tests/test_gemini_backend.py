@@ -261,6 +261,14 @@ class Stops(GeminiTestCase):
                 self.assertEqual((result.outcome.status, result.reply.refused_by_provider), ("pass", stated))
                 self.assertTrue(result.reply.refused)
 
+    def test_a_finish_reason_of_any_json_type_is_read_never_a_crash(self) -> None:
+        gemini = backend_for({"EVAL_BACKEND": "gemini", "EVAL_MODEL": "m"})
+        for finish in (["SAFETY"], {"reason": "SAFETY"}, 3, None):
+            with self.subTest(finish=finish):
+                body = {"candidates": [{"content": {"parts": [{"text": "No."}]}, "finishReason": finish}]}
+                reply = gemini.reply(body, 1)
+                self.assertEqual((reply.refused, reply.refused_by_provider), (True, None))
+
     def test_calls_made_before_a_stop_still_count(self) -> None:
         result = self.trial((200, gemini_response([GET], finish_reason="MAX_TOKENS")))
         self.assertEqual((result.outcome.status, result.reply.refused_by_provider), ("pass", None))

@@ -204,11 +204,55 @@ def messages() -> st.SearchStrategy[Any]:
     )
 
 
+def responses() -> st.SearchStrategy[Any]:
+    """Responses API responses near the real shape, any part of them of any type."""
+    part = some(
+        type=st.sampled_from(["output_text", "refusal"]), text=st.text(max_size=10), refusal=st.text(max_size=10)
+    )
+    item = some(
+        type=st.sampled_from(["message", "function_call", "reasoning", "custom_tool_call"]),
+        content=st.lists(or_junk(part), max_size=2),
+        name=st.just("imageman_asset_get") | st.text(max_size=8),
+        arguments=st.text(max_size=20),
+        call_id=st.text(max_size=6),
+        encrypted_content=st.text(max_size=6),
+    )
+    return some(
+        output=st.lists(or_junk(item), max_size=3),
+        status=st.sampled_from(["completed", "incomplete", "failed"]),
+        incomplete_details=some(reason=st.sampled_from(["max_output_tokens", "content_filter"])),
+        error=some(code=st.text(max_size=6), message=st.text(max_size=10)),
+        usage=some(input_tokens=st.integers(), output_tokens=st.integers()),
+    )
+
+
+def generate_content() -> st.SearchStrategy[Any]:
+    """Gemini generateContent responses near the real shape, any part of them of any type."""
+    call = some(name=st.just("imageman_asset_get") | st.text(max_size=8), args=json_values, id=st.text(max_size=6))
+    part = some(
+        text=st.text(max_size=10), thought=st.booleans(), thoughtSignature=st.text(max_size=6), functionCall=call
+    )
+    candidate = some(
+        content=some(role=st.just("model"), parts=st.lists(or_junk(part), max_size=3)),
+        finishReason=st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "MALFORMED_FUNCTION_CALL"]),
+        finishMessage=st.text(max_size=10),
+    )
+    return some(
+        candidates=st.lists(or_junk(candidate), max_size=2),
+        promptFeedback=some(blockReason=st.sampled_from(["SAFETY", "PROHIBITED_CONTENT"])),
+        usageMetadata=some(
+            promptTokenCount=st.integers(), candidatesTokenCount=st.integers(), thoughtsTokenCount=st.integers()
+        ),
+    )
+
+
 class ProviderReplies(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.openai = backend_for({"EVAL_BACKEND": "openai", "EVAL_MODEL": "m"})
         cls.anthropic = backend_for({"EVAL_BACKEND": "anthropic", "EVAL_MODEL": "m"})
+        cls.responses = backend_for({"EVAL_BACKEND": "openai-responses", "EVAL_MODEL": "m"})
+        cls.gemini = backend_for({"EVAL_BACKEND": "gemini", "EVAL_MODEL": "m"})
 
     def read(self, backend: Any, body: Any) -> None:
         try:
@@ -225,6 +269,16 @@ class ProviderReplies(unittest.TestCase):
     @given(messages())
     def test_any_message(self, body: Any) -> None:
         self.read(self.anthropic, body)
+
+    @MORE
+    @given(responses())
+    def test_any_response(self, body: Any) -> None:
+        self.read(self.responses, body)
+
+    @MORE
+    @given(generate_content())
+    def test_any_generate_content(self, body: Any) -> None:
+        self.read(self.gemini, body)
 
 
 # Any string an agent can send: JSON carries lone surrogates (\\udXXX escapes), which st.text() never draws.
