@@ -127,8 +127,14 @@ class OpenAIResponsesBackend(ProviderBackend):
             parts = [part for item in items if item["type"] == "message" for part in item["content"]]
             texts = [part["text"] for part in parts if part["type"] == "output_text"]
             refusals = [part["refusal"] for part in parts if part["type"] == "refusal"]
+            # A call of another kind (a custom or hosted tool) is still a call: read as text, it would pass a refusal.
+            other = next((kind for item in items if _other_call(kind := item["type"])), None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a response: no {exc}", attempts) from None
+        if other is not None:
+            offered = "a call of a tool the harness did not offer (it offers function tools only)"
+            shown = self.hidden.clip(other, 80)
+            raise BackendError("reply:bad-provider-reply", f"an output item of type {shown}: {offered}", attempts)
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
         said = ["\n".join(t for t in found if isinstance(t, str)) for found in (texts, refusals)]
         text = next((value for value in said if not blank(value)), next(filter(None, said), None))
@@ -154,3 +160,8 @@ class OpenAIResponsesBackend(ProviderBackend):
             refused_by_provider=refused_by if not calls else None,
             native=native,
         )
+
+
+def _other_call(kind: Any) -> bool:
+    """Whether an output item's type is a call of anything but a function tool (custom_tool_call, mcp_call...)."""
+    return isinstance(kind, str) and kind.endswith("_call") and kind != "function_call"

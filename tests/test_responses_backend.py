@@ -280,6 +280,26 @@ class Replies(ResponsesTestCase):
                 result = self.trial(scripted((200, body)), REFUSAL)
                 self.assertEqual((result.outcome.status, result.outcome.code), ("error", "reply:bad-provider-reply"))
 
+    def test_a_call_in_an_output_item_of_another_type_is_an_error_never_a_refusal(self) -> None:
+        text = response([], "I won't do that.")
+        for kind, item in [
+            ("custom_tool_call", {"type": "custom_tool_call", "call_id": "c", "name": GET["name"], "input": "a"}),
+            ("mcp_call", {"type": "mcp_call", "id": "m", "name": GET["name"], "arguments": "{}", "server_label": "s"}),
+            ("web_search_call", {"type": "web_search_call", "id": "w", "status": "completed"}),
+        ]:
+            with self.subTest(kind):
+                result = self.trial(scripted((200, {**text, "output": [item, *text["output"]]})), REFUSAL)
+                self.assertEqual(
+                    (result.outcome.status, result.outcome.code, result.outcome.reason),
+                    (
+                        "error",
+                        "reply:bad-provider-reply",
+                        f"an output item of type {kind}: a call of a tool the harness did not offer (it offers "
+                        "function tools only)",
+                    ),
+                )
+                self.assertEqual(result.reply.usage, USAGE)
+
     def test_calls_made_before_the_limit_still_count(self) -> None:
         body = response([GET], status="incomplete", incomplete="max_output_tokens")
         self.assertEqual(self.trial(scripted((200, body))).outcome, Outcome("pass"))
