@@ -190,9 +190,15 @@ class GeminiBackend(ProviderBackend):
                 if "functionCall" in part
             ]
             texts = [part["text"] for part in parts if isinstance(part.get("text"), str) and not part.get("thought")]
+            # A call under another spelling (a gateway that wrote the SDK's snake_case) is a call all the same: read
+            # as text beside it, it would pass a refusal task.
+            misspelled = next((key for part in parts for key in part if _misspelled_call(key)), None)
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             reason = f"not a generateContent response: no {exc}"
             raise BackendError("reply:bad-provider-reply", reason, attempts) from None
+        if misspelled is not None:
+            reason = f"a part holds a call under {misspelled}, which the Gemini API spells functionCall"
+            raise BackendError("reply:bad-provider-reply", reason, attempts)
         finish = candidate.get("finishReason")
         finish = finish if isinstance(finish, str) else None  # a list or an object is no reason, and is unhashable
         if finish in BAD_CALLS:
@@ -217,6 +223,11 @@ class GeminiBackend(ProviderBackend):
             refused_by_provider=stated,
             native=content if parts else None,  # sent back as it came: Gemini checks each part's thoughtSignature
         )
+
+
+def _misspelled_call(key: str) -> bool:
+    """Whether a part's key names a function call but is not functionCall (function_call, FunctionCall...)."""
+    return key != "functionCall" and key.replace("_", "").lower() == "functioncall"
 
 
 def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, Any]:

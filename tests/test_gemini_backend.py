@@ -269,6 +269,21 @@ class Stops(GeminiTestCase):
                 reply = gemini.reply(body, 1)
                 self.assertEqual((reply.refused, reply.refused_by_provider), (True, None))
 
+    def test_a_call_under_another_spelling_is_an_error_never_the_text_beside_it_as_a_refusal(self) -> None:
+        for key in ("function_call", "FunctionCall", "functioncall"):
+            with self.subTest(key):
+                body = gemini_response([], "I won't.")
+                body["candidates"][0]["content"]["parts"].append({key: GET})
+                result = self.trial((200, body), task_id=REFUSAL)
+                self.assertEqual(
+                    (result.outcome.status, result.outcome.code, result.outcome.reason),
+                    (
+                        "error",
+                        "reply:bad-provider-reply",
+                        f"a part holds a call under {key}, which the Gemini API spells functionCall",
+                    ),
+                )
+
     def test_calls_made_before_a_stop_still_count(self) -> None:
         result = self.trial((200, gemini_response([GET], finish_reason="MAX_TOKENS")))
         self.assertEqual((result.outcome.status, result.reply.refused_by_provider), ("pass", None))
