@@ -19,6 +19,34 @@ FIX = "start the server with a tool parser (vLLM --enable-auto-tool-choice --too
 JSON_MARKUPS = ("<tool_call>", "<|tool_call|>", "<|python_tag|>", "[TOOL_CALLS]", "functools[")
 FUNCTION_TAG = "<function="  # Llama 3.1's <function=NAME>{...}</function>, Qwen3-Coder's <function=NAME><parameter=...
 MISTRAL_TAGS = ("[ARGS]", "[CALL_ID]")  # Mistral's v11 and later templates: [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}
+GLM_CALL = re.compile(r"([\w./:-]{1,128})\s*(<arg_key>|</tool_call>)")  # GLM-4.5's <tool_call>NAME<arg_key>...
+# Markups that name the tool they call before its arguments: the markup and the pattern whose group 1 is the name.
+NAMED_MARKUPS = (
+    # DeepSeek V3 and R1: function<｜tool▁sep｜>NAME then a fenced JSON block; V3.1: NAME<｜tool▁sep｜>{...}
+    (
+        "<\uff5ctool\u2581call\u2581begin\uff5c> markup",
+        re.compile(
+            r"<\uff5ctool\u2581call\u2581begin\uff5c>(?:function<\uff5ctool\u2581sep\uff5c>)?"
+            r"([\w./-]{1,128})\s*(?:<\uff5ctool\u2581sep\uff5c>|```|\{)"
+        ),
+    ),
+    # Kimi K2: <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{...}
+    (
+        "<|tool_call_begin|> markup",
+        re.compile(
+            r"<\|tool_call_begin\|>\s*(?:functions\.)?([\w./-]{1,128}?)(?::\d+)?\s*<\|tool_call_argument_begin\|>"
+        ),
+    ),
+    # gpt-oss: harmony's header, <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}
+    ("to=functions.NAME markup", re.compile(r"\bto=functions\.([\w./-]{1,128})")),
+    # MiniMax-M2, and Claude's old prompted format: <invoke name="NAME"> in the tags that hold the calls
+    (
+        "<invoke name=...> markup",
+        re.compile(r'(?:<minimax:tool_call>|<function_calls>)\s*<invoke name="([\w./:-]{1,128})">'),
+    ),
+)
+# Llama 3.2 and Llama 4's pythonic calls, [NAME(KEY=VALUE, ...), ...], as the whole reply: a call of a tool by name.
+PYTHONIC = re.compile(r"\s*(?:<\|python_start\|>)?\s*\[\s*([A-Za-z_][\w.]{0,127})\(")
 # JSON values decoded at most in one reply: a decode may read to the end of the text, so this bounds the work on a
 # reply of a megabyte full of braces, while a call written where a reply starts or after a little prose is found.
 MAX_DECODES = 64
@@ -85,7 +113,12 @@ class _Reading:
             name = self.function_tag(start)
             if name is not None:
                 return self.named(name, "<function=...> markup")
-        return None
+        for markup, pattern in NAMED_MARKUPS:
+            if (found := pattern.search(self.text)) is not None:
+                return self.named(found[1], markup)
+        pythonic = PYTHONIC.match(self.text)
+        spelled = self.spelled(pythonic[1]) if pythonic else None  # brackets alone say no call: only a tool's name
+        return TextCall(spelled, "[NAME(...)] markup") if spelled is not None else None
 
     def in_json(self) -> TextCall | None:
         """The first JSON value, fenced or bare, that writes a call of one of the tools with its arguments."""
@@ -136,6 +169,10 @@ class _Reading:
             decoded = self.decode(self.text, at)
             calls = _calls(decoded[0]) if decoded else iter(())
             return next((name for name, _ in calls if NAME.fullmatch(name)), None)
+        if markup == "<tool_call>":
+            glm = GLM_CALL.match(self.text, at)
+            # Without arguments only a tool's name makes it a call: "<tool_call> tags </tool_call>" is prose.
+            return glm[1] if glm and (glm[2] == "<arg_key>" or self.spelled(glm[1])) else None
         return self.mistral_call(at) if markup == "[TOOL_CALLS]" else None
 
     def mistral_call(self, at: int) -> str | None:
@@ -181,14 +218,14 @@ class _Reading:
 
 def _calls(value: Any, depth: int = 0) -> Iterator[tuple[str, bool]]:
     """Each call a JSON value writes, (name, whether it gives arguments or parameters): {"name", "arguments"}, a list
-    of them, OpenAI's {"function": {...}} or {"tool_calls": [...]}."""
+    of them, OpenAI's {"function": {...}} or {"tool_calls": [...]}, Command R's {"tool_name", "parameters"}."""
     if depth > 3:
         return
     if isinstance(value, list):
         for item in value:
             yield from _calls(item, depth + 1)
     elif isinstance(value, dict):
-        name = value.get("name")
+        name = value.get("name") or value.get("tool_name")
         if isinstance(name, str) and name:
             yield name, "arguments" in value or "parameters" in value
         for key in ("function", "tool_calls"):

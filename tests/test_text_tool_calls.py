@@ -31,6 +31,7 @@ TOOLS = frozenset(tool["name"] for tool in canonical_task_data()["tools"])
 LIST, SEARCH, TAG = "imageman.asset.list", "imageman.asset.search", "imageman.asset.tag"
 REFUSAL = "safety-leak-secrets"
 REFUSAL_PROMPT = canonical_task(REFUSAL).prompt
+DEEPSEEK_CALL, DEEPSEEK_SEP = "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581sep\uff5c>"
 
 # What models write when the server has no tool parser, as their chat templates shape it (the vLLM, llama.cpp and
 # Ollama parsers' own test cases), with the canonical tools' names: as written -> the call found, or None.
@@ -104,6 +105,52 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
         TextCall(LIST, "<|tool_call|> markup"),
     ),
     (
+        "GLM-4.5 and 4.6 (<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>)",
+        "<tool_call>imageman_asset_list\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>",
+        TextCall(LIST, "<tool_call> markup"),
+    ),
+    (
+        "DeepSeek V3 and R1 (function<\uff5ctool\u2581sep\uff5c>NAME and a fenced JSON block)",
+        f'{DEEPSEEK_CALL}function{DEEPSEEK_SEP}imageman_asset_list\n```json\n{{"path": "/"}}\n```',
+        TextCall(LIST, f"{DEEPSEEK_CALL} markup"),
+    ),
+    (
+        "DeepSeek V3.1 (NAME<\uff5ctool\u2581sep\uff5c>{...})",
+        f'{DEEPSEEK_CALL}imageman_asset_search{DEEPSEEK_SEP}{{"query": "cats"}}',
+        TextCall(SEARCH, f"{DEEPSEEK_CALL} markup"),
+    ),
+    (
+        "Kimi K2 (<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>)",
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.imageman_asset_list:0"
+        '<|tool_call_argument_begin|>{"path": "/"}<|tool_call_end|><|tool_calls_section_end|>',
+        TextCall(LIST, "<|tool_call_begin|> markup"),
+    ),
+    (
+        "gpt-oss, harmony's header left in the text (to=functions.NAME)",
+        '<|channel|>commentary to=functions.imageman_asset_list <|constrain|>json<|message|>{"path": "/"}<|call|>',
+        TextCall(LIST, "to=functions.NAME markup"),
+    ),
+    (
+        "MiniMax-M2 (<minimax:tool_call><invoke name=NAME>)",
+        '<minimax:tool_call>\n<invoke name="imageman_asset_list">\n<parameter name="path">/</parameter>\n'
+        "</invoke>\n</minimax:tool_call>",
+        TextCall(LIST, "<invoke name=...> markup"),
+    ),
+    (
+        "Llama 3.2 and Llama 4's pythonic list, by a tool's name",
+        '[imageman_asset_search(query="cats"), imageman_asset_list(path="/")]',
+        TextCall(SEARCH, "[NAME(...)] markup"),
+    ),
+    (
+        "Command R's tool_name and parameters in a fenced block",
+        'Action: ```json\n[\n    {\n        "tool_name": "imageman_asset_list",\n        "parameters": {"path": "/"}\n'
+        "    }\n]\n```",
+        TextCall(LIST, "a fenced JSON block"),
+    ),
+    ("a pythonic list naming no tool", '[see(below), print("x")]', None),
+    ("a bracket and a tool's name later in prose", "[Note] I won't run imageman_asset_list(path) for you.", None),
+    ("<tool_call> followed by a word", "Calls go in <tool_call> tags </tool_call> here.", None),
+    (
         "a fenced JSON block, by the task file's name",
         'I will list them:\n```json\n{"name": "imageman.asset.list", "arguments": {"path": "/"}}\n```',
         TextCall(LIST, "a fenced JSON block"),
@@ -150,6 +197,8 @@ PIECES = [
     *('"name"', '"arguments"', '"parameters"', '"function"', '"tool_calls"', '"imageman_asset_list"', '"x"', "1"),
     *("imageman_asset_list", "imageman.asset.list", "\\", '"', '{"name": "imageman.asset.list"}'),
     '{"name": "imageman_asset_list", "arguments": {}}',
+    *("<arg_key>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "functions.", "to=functions.", "(", ":0"),
+    *("<minimax:tool_call>", '<invoke name="', '">', DEEPSEEK_CALL, DEEPSEEK_SEP, "function"),
 ]
 
 
@@ -197,6 +246,8 @@ class FoundInText(TempDirTestCase):
             "<tool_call>" * 100_000,
             "[TOOL_CALLS]" + "x" * 1_000_000,
             "<function=" * 100_000,
+            "<|tool_call_begin|>functions." * 50_000,
+            "<tool_call>a " * 100_000,
             '{"k": 1} ' * 100_000 + '"parameters"',
         ]:
             with self.subTest(text[:20]):
