@@ -11,6 +11,7 @@ from backends.gemini_schema import gemini_schema
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.provider import (
     MAX_TOKENS,
+    MESSAGE_CHARS,
     MODEL,
     REASONING_EFFORT,
     TEMPERATURE,
@@ -260,4 +261,5 @@ def gemini_error_text(body: bytes, hidden: Secrets) -> str:
     details = error.get("details") if isinstance(error.get("details"), list) else []
     reasons = [detail.get("reason") for detail in details if isinstance(detail, dict)]
     named = [name for name in (error.get("status"), *reasons) if isinstance(name, str) and name]
-    return f": {message}" + (f" ({', '.join(named)})" if named else "")
+    shown = ", ".join(hidden.clip(name, 80) for name in named)
+    return f": {hidden.clip(message, MESSAGE_CHARS)}" + (f" ({shown})" if named else "")

@@ -26,6 +26,7 @@ KEY_PROBLEM = re.compile(
     re.IGNORECASE,
 )
 STATUS = re.compile(r"HTTP (4\d\d)\b")
+MESSAGE_CHARS = 500  # of a provider's error message quoted in a reason: a gateway may send a page of it on every task
 MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
 MAX_TOKENS = Setting(
     var="EVAL_MAX_TOKENS",
@@ -314,4 +315,4 @@ def provider_error_text(body: bytes, hidden: Secrets) -> str:
         message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):
         return snippet(body, hidden)
-    return f": {message}" if isinstance(message, str) and message else snippet(body, hidden)
+    return f": {hidden.clip(message, MESSAGE_CHARS)}" if isinstance(message, str) and message else snippet(body, hidden)

@@ -194,6 +194,18 @@ class OpenAI(ProviderTestCase):
             ),
         )
 
+    def test_a_providers_message_of_any_length_is_quoted_on_one_line_clipped_its_echo_of_the_key_masked(self) -> None:
+        key = "sk-planted-9d2e7b4a1c"
+        message = f"Bad request for {key}:\n" + "detail " * 2000
+        variables = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+        for provider in ("openai", "openai-responses", "anthropic", "gemini"):
+            with self.subTest(provider):
+                variable = variables.get(provider, "GOOGLE_API_KEY")
+                reason = self.trial(provider, scripted(openai_error(400, message)), **{variable: key}).outcome.reason
+                self.assertTrue(reason.startswith("HTTP 400 Bad Request: Bad request for ***: detail detail"), reason)
+                self.assertTrue(reason.endswith("..."), reason[-40:])
+                self.assertLessEqual(len(reason), len("HTTP 400 Bad Request: ") + 500)
+
     def test_a_rejected_key_stops_the_run_after_the_first_task_with_exit_3(self) -> None:
         fake = self.serve(scripted(openai_error(401, "Incorrect API key provided: sk-bad.")))
         _, stderr, code = self.run_openai(fake, OPENAI_API_KEY="sk-bad")
