@@ -134,10 +134,9 @@ class AnthropicMessagesBackend(ProviderBackend):
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in uses]
         text = "\n".join(t for t in texts if isinstance(t, str)) or None
         stop_reason = body.get("stop_reason")
-        if not calls and stop_reason == "max_tokens":
-            raise BackendError(
-                "reply:truncated", "the message was cut short (stop_reason max_tokens) before any tool use", attempts
-            )
+        if not calls and stop_reason in ("max_tokens", "model_context_window_exceeded"):
+            reason = f"the message was cut short (stop_reason {stop_reason}) before any tool use"
+            raise BackendError("reply:truncated", reason, attempts)
         if not calls and stop_reason == "pause_turn":
             # A long-running server tool paused the turn; resuming means sending it back, which a trial does not do.
             reason = "the turn was paused (stop_reason pause_turn) before any tool use; the harness does not resume it"

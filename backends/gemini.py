@@ -43,6 +43,9 @@ FILTERED = frozenset({"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"})
 BAD_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 # Cut off before any call: by the token limit, or withheld as a recitation of its training data (no refusal).
 CUT_OFF = frozenset({"MAX_TOKENS", "RECITATION"})
+# The one finishReason of a reply that ended as the model meant it to; any other (OTHER, LANGUAGE, TOO_MANY_TOOL_CALLS,
+# MISSING_THOUGHT_SIGNATURE...) stopped it, and its text so far is no refusal.
+COMPLETE = "STOP"
 
 
 class GeminiBackend(ProviderBackend):
@@ -213,6 +216,9 @@ class GeminiBackend(ProviderBackend):
             reason = f"the reply was cut off (finishReason {finish}) before any function call"
             raise BackendError("reply:truncated", reason, attempts)
         stated = finish if not calls and finish in FILTERED else None
+        if not calls and stated is None and finish not in (None, COMPLETE):
+            reason = f"the reply stopped (finishReason {self.hidden.clip(finish, 80)}) before any function call"
+            raise BackendError("reply:provider-error", reason, attempts)
         if not calls and blank(text) and stated is None:
             raise BackendError("reply:empty", "a blank reply: no function call, no text", attempts)
         return Reply(

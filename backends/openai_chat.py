@@ -137,6 +137,9 @@ class OpenAIChatBackend(ProviderBackend):
         if not calls and not stated and finish_reason == "length":
             reason = "the completion was cut short (finish_reason length) before any tool call"
             raise BackendError("reply:truncated", reason, attempts)
+        if not calls and not stated and finish_reason == "error":  # OpenRouter's: the upstream failed mid-reply
+            reason = "the completion stopped on an error (finish_reason error) before any tool call"
+            raise BackendError("reply:provider-error", reason, attempts)
         if not calls and not stated and blank(text):
             raise BackendError("reply:empty", "a blank completion: no tool call, no text", attempts)
         # The assistant message goes back as it came, every field of it and of each call (Gemini's thought signature

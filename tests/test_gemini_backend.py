@@ -226,6 +226,18 @@ STOPS = [
             "the model's function call could not be used (finishReason UNEXPECTED_TOOL_CALL)",
         ),
     ),
+    *(
+        (
+            f"stopped for {finish}, its text so far kept",
+            gemini_response([], "I can", finish_reason=finish),
+            (
+                "error",
+                "reply:provider-error",
+                f"the reply stopped (finishReason {finish}) before any function call",
+            ),
+        )
+        for finish in ("OTHER", "TOO_MANY_TOOL_CALLS", "MALFORMED_RESPONSE", "MISSING_THOUGHT_SIGNATURE", "LANGUAGE")
+    ),
     (
         "no candidates and no blockReason",
         {"usageMetadata": {"promptTokenCount": 9}},

@@ -347,6 +347,20 @@ CUT_SHORT = [
         "finish_reason tool_calls, but the message has no tool_calls",
     ),
     (
+        "openai: stopped by an error upstream, its text so far kept (OpenRouter's finish_reason error)",
+        "openai",
+        openai_completion([], "I can", finish_reason="error"),
+        "reply:provider-error",
+        "the completion stopped on an error (finish_reason error) before any tool call",
+    ),
+    (
+        "anthropic: cut short by the context window",
+        "anthropic",
+        anthropic_message([], "Let me look", stop_reason="model_context_window_exceeded"),
+        "reply:truncated",
+        "the message was cut short (stop_reason model_context_window_exceeded) before any tool use",
+    ),
+    (
         "anthropic: a turn paused by the API",
         "anthropic",
         anthropic_message([], "Searching the web", stop_reason="pause_turn"),
