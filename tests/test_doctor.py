@@ -7,11 +7,12 @@ import io
 import os
 import socket
 import unittest
+from http.server import BaseHTTPRequestHandler
 from unittest import mock
 
 import eval_agent
 from tests.doctor_fakes import SIGNATURE, doctor_fake
-from tests.support import LoopbackAgent, TempDirTestCase, clean_env, run_cli
+from tests.support import LoopbackAgent, Received, TempDirTestCase, clean_env, run_cli, send_json
 
 KEY = "sk-doctor-planted-7f3a9c1e5b2d4f6a8c0e"
 MAX_PROBES = 6
@@ -150,6 +151,21 @@ class PlantedQuirks(DoctorTestCase):
         self.assertIn("OPENAI_API_KEY was rejected", line)
         self.assertIn("fix: set OPENAI_API_KEY to a key", line)
         self.assertIn("eval_agent doctor: error: OPENAI_API_KEY was rejected", err)
+
+    def test_retries_count_among_the_six_requests_when_the_server_fails_after_the_first_probe(self) -> None:
+        works = doctor_fake(())
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if len(fake.received) == 1:
+                works(received, handler)
+            else:
+                send_json(handler, {"error": {"message": "overloaded"}}, 503, {"Retry-After": "0"})
+
+        with LoopbackAgent(respond) as fake:
+            out, err, code = self.doctor_at(fake.url("/v1"), EVAL_RETRIES="5")
+        self.assertEqual(code, 1, out + err)
+        self.assertLessEqual(len(fake.received), MAX_PROBES, out)
+        self.assertIn("HTTP 503", line_of(out, "named tool call"))
 
     def test_a_server_that_is_not_there_exits_3_naming_the_base_url_variable(self) -> None:
         with socket.socket() as closed:

@@ -86,6 +86,8 @@ TEXT_CALL_FIX = (
     "expects a call fails, and a refusal task cannot tell a call from a refusal"
 )
 MAX_FIXES = 2  # settings refused in turn and probed again without them: with the 4 probes after, at most 6 requests
+MAX_REQUESTS = 6
+PROBES = (PLAIN, NAMED, PARALLEL)  # in the order they are sent
 
 
 @record(kw_only=True)
@@ -253,6 +255,7 @@ class Checkup:
         self.known = known
         self.run_id = os.urandom(16).hex()
         self.sent = 0
+        self.spent = 0  # requests sent, retries included
         self.unreachable_reason = ""
         self.backend = self.made()
         self.hidden = self.backend.hidden  # the secrets of the environment, and the backend's own
@@ -264,9 +267,14 @@ class Checkup:
 
     def ask(self, task: Task) -> list[Reply]:
         """The replies of one probe, step by step, sent as a run sends a task."""
+        # Retries come out of the six requests: a probe retries only as far as the probes after it leave room for.
+        after = sum(requests(probe) for probe in PROBES[PROBES.index(task) + 1 :])
+        room = (MAX_REQUESTS - self.spent - after) // requests(task) - 1
+        self.backend.transport.retries = max(0, min(self.settings.retries, room))
         turns, _ = converse(self.backend, task, TOOL_NAMES)
         replies = [step.reply for turn in turns for step in turn.steps]
         self.sent += len(replies)
+        self.spent += sum(reply.attempts for reply in replies)
         return replies
 
     def run(self) -> list[Line]:
@@ -339,6 +347,11 @@ class Checkup:
     def parallel(self) -> Line:
         """Two calls in one reply, where the model makes them so."""
         return calls_line("parallel calls", self.ask(PARALLEL)[0], wanted=2)
+
+
+def requests(task: Task) -> int:
+    """The requests a probe sends when none is retried."""
+    return task.max_steps if task.is_conversation else 1
 
 
 def calls_line(probe: str, reply: Reply, wanted: int) -> Line:
