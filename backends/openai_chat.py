@@ -123,6 +123,9 @@ class OpenAIChatBackend(ProviderBackend):
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a chat completion: no {exc}", attempts) from None
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in raw_calls]
+        if not calls and message.get("function_call"):  # a call all the same: read as text, it would pass a refusal
+            reason = "a call in function_call (the deprecated functions API), not in tool_calls"
+            raise BackendError("reply:bad-provider-reply", reason, attempts)
         content, refusal = message.get("content"), message.get("refusal")
         said = [value for value in (content, refusal) if isinstance(value, str) and value]
         text = next((value for value in said if not blank(value)), said[0] if said else None)

@@ -354,6 +354,26 @@ CUT_SHORT = [
         "the completion stopped on an error (finish_reason error) before any tool call",
     ),
     (
+        "openai: a call in the deprecated function_call, its text kept",
+        "openai",
+        {
+            **openai_completion([], "I won't.", finish_reason="function_call"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": "I won't.",
+                        "function_call": {"name": "imageman_asset_get", "arguments": "{}"},
+                    },
+                    "finish_reason": "function_call",
+                }
+            ],
+        },
+        "reply:bad-provider-reply",
+        "a call in function_call (the deprecated functions API), not in tool_calls",
+    ),
+    (
         "anthropic: cut short by the context window",
         "anthropic",
         anthropic_message([], "Let me look", stop_reason="model_context_window_exceeded"),
