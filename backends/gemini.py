@@ -181,7 +181,7 @@ class GeminiBackend(ProviderBackend):
             feedback = body.get("promptFeedback")
             blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
             if isinstance(blocked, str) and blocked:
-                reason = f"blockReason: {blocked}"
+                reason = f"blockReason: {self.hidden.clip(blocked, 80)}"
                 return Reply(refused=True, refused_by_provider=reason, attempts=attempts, usage=usage)
             raise BackendError("reply:bad-provider-reply", "no candidates, and no blockReason", attempts)
         try:

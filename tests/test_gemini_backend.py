@@ -296,6 +296,11 @@ class Stops(GeminiTestCase):
                     ),
                 )
 
+    def test_a_block_reason_of_any_length_is_recorded_clipped_on_one_line(self) -> None:
+        blocked = {"promptFeedback": {"blockReason": "OTHER\n" + "X" * 10_000}}
+        reply = backend_for({"EVAL_BACKEND": "gemini", "EVAL_MODEL": "m"}).reply(blocked, 1)
+        self.assertEqual(reply.refused_by_provider, "blockReason: OTHER " + "X" * 71 + "...")
+
     def test_calls_made_before_a_stop_still_count(self) -> None:
         result = self.trial((200, gemini_response([GET], finish_reason="MAX_TOKENS")))
         self.assertEqual((result.outcome.status, result.reply.refused_by_provider), ("pass", None))
