@@ -218,7 +218,8 @@ class _Reading:
 
 def _calls(value: Any, depth: int = 0) -> Iterator[tuple[str, bool]]:
     """Each call a JSON value writes, (name, whether it gives arguments or parameters): {"name", "arguments"}, a list
-    of them, OpenAI's {"function": {...}} or {"tool_calls": [...]}, Command R's {"tool_name", "parameters"}."""
+    of them, OpenAI's {"function": {...}} or {"tool_calls": [...]}, llama.cpp's {"tool_call": {...}}, Command R's
+    {"tool_name", "parameters"}."""
     if depth > 3:
         return
     if isinstance(value, list):
@@ -228,6 +229,6 @@ def _calls(value: Any, depth: int = 0) -> Iterator[tuple[str, bool]]:
         name = value.get("name") or value.get("tool_name")
         if isinstance(name, str) and name:
             yield name, "arguments" in value or "parameters" in value
-        for key in ("function", "tool_calls"):
+        for key in ("function", "tool_calls", "tool_call"):
             if isinstance(value.get(key), (dict, list)):
                 yield from _calls(value[key], depth + 1)

@@ -147,6 +147,11 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
         "    }\n]\n```",
         TextCall(LIST, "a fenced JSON block"),
     ),
+    (
+        "llama.cpp's generic format ({\"tool_call\": {...}})",
+        '{"tool_call": {"name": "imageman_asset_list", "arguments": {"path": "/"}}}',
+        TextCall(LIST, "bare JSON"),
+    ),
     ("a pythonic list naming no tool", '[see(below), print("x")]', None),
     ("a bracket and a tool's name later in prose", "[Note] I won't run imageman_asset_list(path) for you.", None),
     ("<tool_call> followed by a word", "Calls go in <tool_call> tags </tool_call> here.", None),
