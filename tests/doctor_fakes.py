@@ -13,6 +13,7 @@ from collections.abc import Collection
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.gemini_fake import gemini_error, gemini_response
 from tests.providers import anthropic_error, anthropic_message, openai_completion, openai_error
 from tests.support import Received, send_json
 
@@ -28,6 +29,7 @@ QUIRKS = frozenset(
     }
 )
 ANTHROPIC_QUIRKS = frozenset({"refuses-temperature", "one-call-per-reply", "rejects-key"})
+GEMINI_QUIRKS = frozenset({"refuses-thinking"})
 SIGNATURE = {"google": {"thought_signature": "c2lnbmVkIGJ5IHRoZSBmYWtl"}}
 # Gemini's OpenAI-compatible endpoint, when a call comes back without the signature it was sent with.
 MISSING_SIGNATURE = (
@@ -38,13 +40,15 @@ MISSING_SIGNATURE = (
 
 def doctor_fake(quirks: Collection[str], provider: str = "openai") -> Any:
     """A model that does what each of doctor's prompts asks, as a server of the provider's API with these quirks."""
-    unknown = set(quirks) - (QUIRKS if provider == "openai" else ANTHROPIC_QUIRKS)
+    unknown = set(quirks) - {"openai": QUIRKS, "anthropic": ANTHROPIC_QUIRKS, "gemini": GEMINI_QUIRKS}[provider]
     if unknown:
         raise ValueError(f"no such quirk of {provider}: {sorted(unknown)}")
 
     def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
         if provider == "openai":
             status, body = answer(received.json, received.headers.get("Authorization", ""), quirks)
+        elif provider == "gemini":
+            status, body = answer_gemini(received.json, quirks)
         else:
             status, body = answer_anthropic(received.json, quirks)
         send_json(handler, body, status)
@@ -113,3 +117,17 @@ def answer_anthropic(request: dict[str, Any], quirks: Collection[str]) -> tuple[
     if "one-call-per-reply" in quirks:
         calls = calls[:1]
     return 200, anthropic_message(calls, None if calls else "ready")
+
+
+def answer_gemini(request: dict[str, Any], quirks: Collection[str]) -> tuple[int, dict[str, Any]]:
+    """The status and body a generateContent server with these quirks sends for one request."""
+    if "refuses-thinking" in quirks and "thinkingConfig" in request["generationConfig"]:
+        # Gemini's wording when a model does not take the thinking level or budget sent.
+        return gemini_error(400, "INVALID_ARGUMENT", "Thinking level is not supported for this model.")
+    last = request["contents"][-1]["parts"]
+    results = [part["functionResponse"]["response"] for part in last if "functionResponse" in part]
+    if results:
+        return 200, gemini_response([], f"The tool returned {json.dumps(results[0])}.")
+    names = {tool["name"] for group in request.get("tools", []) for tool in group["functionDeclarations"]}
+    calls = wanted_calls(last[0]["text"], names)
+    return 200, gemini_response(calls, None if calls else "ready")

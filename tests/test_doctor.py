@@ -216,6 +216,32 @@ class Anthropic(DoctorTestCase):
         self.assertIn("fix: set ANTHROPIC_API_KEY to a key", line_of(out, "plain reply"))
 
 
+class Gemini(DoctorTestCase):
+    def gemini(self, *quirks: str, **env: str) -> tuple[str, str, int, LoopbackAgent]:
+        with LoopbackAgent(doctor_fake(quirks, "gemini")) as fake:
+            settings = {"EVAL_BACKEND": "gemini", "GOOGLE_GEMINI_BASE_URL": fake.url(""), "GOOGLE_API_KEY": KEY}
+            out, err, code = self.doctor_at(fake.url(""), OPENAI_BASE_URL="", OPENAI_API_KEY="", **settings, **env)
+        self.assertLessEqual(len(fake.received), MAX_PROBES)
+        return out, err, code, fake
+
+    def test_every_probe_works_against_generate_content_without_quirks(self) -> None:
+        out, _, code, _ = self.gemini()
+        self.assertEqual(code, 0, out)
+        for probe in PROBES:
+            self.assertRegex(line_of(out, probe), r"^[a-z ]+: works", probe)
+
+    def test_a_thinking_setting_the_model_refuses_is_named_and_probed_again_without_it(self) -> None:
+        for variable, value in (("EVAL_REASONING_EFFORT", "low"), ("EVAL_THINKING_BUDGET", "2048")):
+            with self.subTest(variable):
+                out, _, code, fake = self.gemini("refuses-thinking", **{variable: value})
+                self.assertEqual(code, 1, out)
+                line = line_of(out, "settings")
+                self.assertIn("Thinking level is not supported for this model.", line)
+                self.assertIn(f"fix: unset {variable}", line)
+                self.assertRegex(line_of(out, "tool result round trip"), "^tool result round trip: works")
+                self.assertNotIn("thinkingConfig", fake.received[-1].json["generationConfig"])
+
+
 class Settings(DoctorTestCase):
     def test_doctor_refuses_the_backends_whose_agent_it_cannot_probe_with_exit_2(self) -> None:
         cases: tuple[tuple[str, dict[str, str]], ...] = (

@@ -148,7 +148,7 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
         TextCall(LIST, "a fenced JSON block"),
     ),
     (
-        "llama.cpp's generic format ({\"tool_call\": {...}})",
+        'llama.cpp\'s generic format ({"tool_call": {...}})',
         '{"tool_call": {"name": "imageman_asset_list", "arguments": {"path": "/"}}}',
         TextCall(LIST, "bare JSON"),
     ),

@@ -116,7 +116,7 @@ class Quirk:
 
     def named_in(self, reason: str) -> bool:
         """Whether a refusal's reason names the parameter (as a word of its own, not inside another name)."""
-        return re.search(rf"(?<![\w.]){re.escape(self.parameter)}(?![\w])", reason) is not None
+        return re.search(rf"(?<![\w.]){re.escape(self.parameter)}(?![\w])", reason, re.IGNORECASE) is not None
 
 
 # Every quirk of a setting doctor knows, and its fix: the one table.
@@ -168,6 +168,27 @@ QUIRKS = (
         setting="EVAL_THINKING_BUDGET",
         field="thinking_budget",
         fix="unset EVAL_THINKING_BUDGET (or keep it under EVAL_MAX_TOKENS): the model does not think, or not so long",
+    ),
+    # Gemini's names for them (its thinkingConfig), in its messages' words too: "Thinking level is not supported".
+    *(
+        Quirk(
+            parameter=parameter,
+            setting="EVAL_THINKING_BUDGET",
+            field="thinking_budget",
+            fix="unset EVAL_THINKING_BUDGET (or keep it under EVAL_MAX_TOKENS): the model does not think, or not so "
+            "long",
+        )
+        for parameter in ("thinkingBudget", "thinking_budget")
+    ),
+    *(
+        Quirk(
+            parameter=parameter,
+            setting="EVAL_REASONING_EFFORT",
+            field="reasoning_effort",
+            fix="unset EVAL_REASONING_EFFORT (or choose a level the model takes): the model takes no thinking level, "
+            "or not that one",
+        )
+        for parameter in ("thinkingLevel", "thinking_level", "thinking")
     ),
 )
 
