@@ -22,7 +22,9 @@ from harness.records import Backend, BackendError, ConfigError, Reply, Result, T
 from harness.results import render_json, task_entry, write_atomic
 from harness.running import run_task
 from harness.taskfile import parse_task_file
+from tests.gemini_fake import gemini_response
 from tests.providers import anthropic_message, openai_completion
+from tests.responses_fake import response
 from tests.support import (
     DATA,
     SHIPPED_TASKS,
@@ -399,6 +401,36 @@ class AgentStrings(TempDirTestCase):
         self.assertEqual(assistant["content"][1]["input"], args)
         self.assertEqual(json.loads(results["content"][0]["content"]), {"found": value})
         self.assertEqual(turn["messages"][-2]["content"], [{"type": "text", "text": f"ok {last}"}])
+
+    @A_FEW
+    @given(agent_strings.filter(bool), agent_strings, agent_strings, agent_strings)
+    def test_a_responses_api_model(self, text: str, key: str, value: str, last: str) -> None:
+        settings = {"EVAL_BACKEND": "openai-responses", "OPENAI_BASE_URL": self.agent.url(""), "EVAL_MODEL": "m"}
+        backend = backend_for(settings)
+        self.addCleanup(backend.transport.close)
+        args = {"query": value, key: value}
+        called = response([{"name": "imageman_asset_search", "args": args}], text)
+        _, result, turn = self.converse(backend, [called, response([], f"ok {last}"), response([], "ok")])
+        message, call, output = result["input"][-3:]
+        self.assertEqual(message["content"][0]["text"], text)
+        self.assertEqual(json.loads(call["arguments"]), args)
+        self.assertEqual(json.loads(output["output"]), {"found": value})
+        self.assertEqual(turn["input"][-2]["content"][0]["text"], f"ok {last}")
+
+    @A_FEW
+    @given(agent_strings.filter(bool), agent_strings, agent_strings, agent_strings)
+    def test_a_gemini_model(self, text: str, key: str, value: str, last: str) -> None:
+        settings = {"EVAL_BACKEND": "gemini", "GOOGLE_GEMINI_BASE_URL": self.agent.url(""), "EVAL_MODEL": "m"}
+        backend = backend_for(settings)
+        self.addCleanup(backend.transport.close)
+        args = {"query": value, key: value}
+        called = gemini_response([{"name": "imageman_asset_search", "args": args}], text)
+        _, result, turn = self.converse(backend, [called, gemini_response([], f"ok {last}"), gemini_response([], "ok")])
+        model, answers = result["contents"][-2:]
+        self.assertEqual(model["parts"][0]["text"], text)
+        self.assertEqual(model["parts"][1]["functionCall"]["args"], args)
+        self.assertEqual(answers["parts"][0]["functionResponse"]["response"], {"found": value})
+        self.assertEqual(turn["contents"][-2]["parts"][0]["text"], f"ok {last}")
 
 
 def _strict_json(data: bytes) -> Any:
