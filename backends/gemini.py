@@ -79,6 +79,7 @@ class GeminiBackend(ProviderBackend):
         settings = super().configure(sources)
         if settings.key is None and sources.given(cls.GEMINI_API_KEY):
             settings = replace(settings, key=sources.get(cls.GEMINI_API_KEY), key_variable=cls.GEMINI_API_KEY.var)
+        model_path(settings.model, sources.text(MODEL)[1])  # a name it cannot send is bad input, before any request
         effort, effort_where = sources.text(REASONING_EFFORT)
         budget, budget_where = sources.text(THINKING_BUDGET)
         if effort is not None and budget is not None:
@@ -104,8 +105,7 @@ class GeminiBackend(ProviderBackend):
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
     ) -> None:
-        model = quote(settings.model.removeprefix("models/"), safe="")
-        url = f"{settings.url.rstrip('/')}/v1beta/models/{model}:generateContent"
+        url = f"{settings.url.rstrip('/')}/v1beta/{model_path(settings.model, MODEL.var)}:generateContent"
         super().__init__(settings, surface, url, {"x-goog-api-key": settings.key} if settings.key else {}, hidden)
         self.transport.error_text = gemini_error_text
         generation: dict[str, Any] = {"maxOutputTokens": settings.max_tokens}
@@ -251,6 +251,17 @@ def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, An
     if call.get("id"):
         answer["id"] = call["id"]
     return {"functionResponse": answer}
+
+
+def model_path(model: str, where: str) -> str:
+    """The model's resource path: models/NAME (as a bare name is read), or tunedModels/NAME for a tuned model."""
+    collection, name = ("models", model)
+    for prefix in ("models/", "tunedModels/"):
+        if model.startswith(prefix):
+            collection, name = prefix[:-1], model[len(prefix) :]
+    if not name:
+        raise ConfigError(f"{where}: expected a model's name after {collection}/, got {model!r}")
+    return f"{collection}/{quote(name, safe='')}"
 
 
 def gemini_error_text(body: bytes, hidden: Secrets) -> str:

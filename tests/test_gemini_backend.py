@@ -154,6 +154,18 @@ class Gemini(GeminiTestCase):
         run_task(self.backend(fake, EVAL_MODEL="models/tuned x/1"), canonical_task("asset-get-details"))
         self.assertEqual(fake.received[-1].path, "/v1beta/models/tuned%20x%2F1:generateContent")
 
+    def test_a_tuned_model_is_sent_to_its_own_path_and_a_prefix_alone_is_bad_input(self) -> None:
+        fake = self.serve(scripted((200, gemini_response([GET]))))
+        run_task(self.backend(fake, EVAL_MODEL="tunedModels/my-model-7"), canonical_task("asset-get-details"))
+        self.assertEqual(fake.received[-1].path, "/v1beta/tunedModels/my-model-7:generateContent")
+        for model in ("models/", "tunedModels/"):
+            with self.subTest(model), self.assertRaises(ConfigError) as caught:
+                self.backend(fake, EVAL_MODEL=model)
+            collection = model.rstrip("/")
+            self.assertEqual(
+                str(caught.exception), f"EVAL_MODEL: expected a model's name after {collection}/, got {model!r}"
+            )
+
     def test_429_and_500_are_retried(self) -> None:
         for error in (gemini_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded"), gemini_error(500, "INTERNAL", "oops")):
             with self.subTest(error[0]):

@@ -36,7 +36,7 @@ from harness.records import (
 )
 from harness.reporters.console import say
 from harness.settings import Setting, Sources, add_settings, refuse_unknown
-from harness.text import clip
+from harness.text import call_text, clip
 from harness.verdict import EXIT_GATE_FAILED, EXIT_GATE_MET, UNREACHABLE
 
 Verdict = Literal["works", "note", "quirk", "unreachable"]
@@ -390,7 +390,7 @@ def calls_line(probe: str, reply: Reply, wanted: int) -> Line:
     if missing:
         name, key = missing[0]
         return Line(probe, "quirk", f"{name} came without its required argument {key}: every call would fail its task")
-    shown = ", ".join(f"{call.name}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})" for call in calls)
+    shown = clip(", ".join(call_text(call.name, call.args, values=True) for call in calls), 200)
     if wanted > 1 and len(calls) == 1:
         return Line(
             probe, "note", "one call per reply: tasks that expect parallel calls will need more steps (maxSteps)"
