@@ -13,6 +13,7 @@ from harness.records import (
     AgentRequest,
     Backend,
     BackendError,
+    EndState,
     Reply,
     ResultSource,
     Step,
@@ -97,13 +98,14 @@ def converse(
     A backend that plays tools gets each reply's tool results and is asked again, up to the task's maxSteps in a turn;
     an error ends the conversation, as does a model still calling tools when its steps ran out. A reply that wrote a
     call as text instead of making it (tools: the task file's tool names) is an error, as is the trial's world
-    failing.
+    failing. A turn that checks its state has the world's state taken when it ends, kept from the agent.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
     plays = backend.PLAYS_TOOLS and task.is_conversation
     player = ToolPlayer(task.tool_results, world)
-    turns: list[Turn] = []
-    for user in (task.prompt, *task.turns):
+    turns: list[Turn] = []  # the conversation so far, as the agent is sent it: without the states taken
+    ends: dict[int, EndState] = {}  # by turn: the world's state when it ended, for the turns that check it
+    for index, user in enumerate((task.prompt, *task.turns)):
         steps: list[Step] = []
         while True:
             try:
@@ -122,11 +124,18 @@ def converse(
             except WorldError as err:
                 steps.append(Step(replace(reply, error_code=CODE, error=str(err))))
                 break
+        if world is not None and task.turn_states and task.turn_states[index] and steps[-1].reply.error_code is None:
+            try:
+                ends[index] = EndState(world.state())
+            except WorldError as err:
+                steps[-1] = replace(steps[-1], reply=replace(steps[-1].reply, error_code=CODE, error=str(err)))
         turns.append(Turn(user, tuple(steps)))
         last = steps[-1].reply
         if last.error_code is not None or last.looping:
             break
-    return tuple(turns), conversation_id
+    return tuple(
+        replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)
+    ), conversation_id
 
 
 def whole_reply(turns: Sequence[Turn]) -> Reply:

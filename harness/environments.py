@@ -20,15 +20,14 @@ from typing import IO, Any
 
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult
-from harness.scoring import ABSENT, state_mismatch
-from harness.text import canonical_json, clip, sha256_hex
+from harness.scoring import state_problem
+from harness.text import canonical_json, sha256_hex
 
 CODE = "tool:environment"
 MAX_OUTPUT = 1024 * 1024  # bytes the user's code may print over a trial
 MAX_ANSWER = 16 * 1024 * 1024  # bytes of one answer: a result or a state
 STDERR_TAIL = 2000  # characters of the worker's last output a reason quotes
 STDERR_LINES = 5
-SHOWN = 200  # characters of each value a state:mismatch reason shows
 # The worker is the harness's own module, found where the harness is (a folder or the .pyz), run by its path on
 # sys.path so that no PYTHONPATH or folder of the user's can put another harness in its place.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,14 +82,14 @@ class World:
         if expected is None:
             return EndState(state), None
         if expected.reference is None:
-            return EndState(state), _said(state_mismatch(expected.match, state))
+            return EndState(state), state_problem(expected.match, state)
         self.fresh()
         for call in expected.reference:
             if call.name not in task.tool_results and self.implements(call.name):
                 self.call(call)
         reference = self.state()
         digest = sha256_hex(canonical_json(reference).encode("utf-8"))
-        return EndState(state, digest), _said(state_mismatch(reference, state, exact=True), "the reference's")
+        return EndState(state, digest), state_problem(reference, state, reference=True)
 
     def close(self) -> None:
         """Kill the worker, if it started."""
@@ -217,17 +216,6 @@ def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SE
                     f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
                     "task's toolResults answer"
                 )
-
-
-def _said(mismatch: tuple[str, Any, Any] | None, expected: str = "") -> str | None:
-    if mismatch is None:
-        return None
-    path, want, got = mismatch
-    return f"the state at {path} is {_shown(got)}, expected {expected + ' ' if expected else ''}{_shown(want)}"
-
-
-def _shown(value: Any) -> str:
-    return "nothing" if value is ABSENT else clip(json.dumps(value, ensure_ascii=False), SHOWN)
 
 
 def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:

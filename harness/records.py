@@ -372,6 +372,13 @@ class Task:
     offered: tuple[tuple[str, ...], ...] = ()
     environment: Environment | None = None  # the tools it implements answer from a fresh instance per trial
     state: ExpectState | None = None  # what the environment must end in
+    # What the environment must be in when each user turn ends (None: that turn checks none); empty when none does.
+    turn_states: tuple[ExpectState | None, ...] = ()
+
+    @property
+    def judges_turns(self) -> bool:
+        """Each turn is judged on its own: the task has turn expectations, turn states or tools of its own."""
+        return bool(self.turn_expects or self.turn_states or self.offered)
 
     @property
     def is_conversation(self) -> bool:
@@ -471,6 +478,7 @@ class Turn:
     user: str
     steps: tuple[Step, ...] = ()
     verdict: Outcome | None = None  # this turn's own, for a task that judges its turns
+    end: EndState | None = None  # the environment's state when the turn ended, for a turn that checks it
 
 
 @record

@@ -147,6 +147,8 @@ TRIAL = {
                 "user": TEXT,
                 "steps": NonEmpty(STEP),
                 "verdict": IfThere({"status": STATUS, "code": MAYBE_TEXT, "reason": MAYBE_TEXT}),
+                "state": IfThere(ANY),
+                "stateCut": IfThere(FLAG),
             }
         )
     ),
@@ -274,14 +276,12 @@ def _trial_entry(result: Result) -> dict[str, Any]:
     return entry
 
 
-def _end_entry(end: EndState) -> dict[str, Any]:
-    """The environment's final state as the results keep it: whole, or its JSON text cut to STATE_LIMIT with
-    finalStateCut; the reference state's SHA-256 when it was held to one."""
+def _end_entry(end: EndState, key: str = "finalState") -> dict[str, Any]:
+    """An environment's state as the results keep it (the final one, or a turn's as key): whole, or its JSON text
+    cut to STATE_LIMIT with the key's Cut; the reference state's SHA-256 when it was held to one."""
     text = json.dumps(end.state, ensure_ascii=False)
     entry: dict[str, Any] = (
-        {"finalState": end.state}
-        if len(text) <= STATE_LIMIT
-        else {"finalState": text[: STATE_LIMIT - 3] + "...", "finalStateCut": True}
+        {key: end.state} if len(text) <= STATE_LIMIT else {key: text[: STATE_LIMIT - 3] + "...", f"{key}Cut": True}
     )
     if end.reference_sha256 is not None:
         entry["referenceStateSha256"] = end.reference_sha256
@@ -293,7 +293,8 @@ def _calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 
 
 def _turn_entry(turn: Turn) -> dict[str, Any]:
-    """A turn as the results keep it: the user's message, then each step's calls, text and the results played back."""
+    """A turn as the results keep it: the user's message, then each step's calls, text and the results played back;
+    its verdict, for a task that judges its turns, and the state it ended in, for a turn that checks it."""
     steps = []
     for step in turn.steps:
         reply = step.reply
@@ -303,10 +304,10 @@ def _turn_entry(turn: Turn) -> dict[str, Any]:
         if reply.error_code is not None:
             entry["error"] = f"{reply.error_code}: {reply.error}"
         steps.append(entry)
-    if turn.verdict is None:
-        return {"user": _cut(turn.user), "steps": steps}
-    verdict = {"status": turn.verdict.status, "code": turn.verdict.code, "reason": turn.verdict.reason}
-    return {"user": _cut(turn.user), "steps": steps, "verdict": verdict}
+    entry = {"user": _cut(turn.user), "steps": steps}
+    if turn.verdict is not None:
+        entry["verdict"] = {"status": turn.verdict.status, "code": turn.verdict.code, "reason": turn.verdict.reason}
+    return entry if turn.end is None else {**entry, **_end_entry(turn.end, "state")}
 
 
 def _result_entry(result: ToolResult) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def run_task(
         outcome = score(task, reply, secrets)
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
-    replies = [whole_reply((turn,)) for turn in turns] if task.turn_expects or task.offered else []
+    replies = [whole_reply((turn,)) for turn in turns] if task.judges_turns else []
     outcome, turns = score_turns(task, outcome, turns, replies, secrets)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
@@ -89,7 +89,8 @@ def _masked_turn(turn: Turn, hidden: Secrets) -> Turn:
         for step in turn.steps
     )
     verdict = turn.verdict and replace(turn.verdict, reason=hidden.mask(turn.verdict.reason or "") or None)
-    return Turn(hidden.mask(turn.user), steps, verdict)
+    end = turn.end and replace(turn.end, state=hidden.mask_json(turn.end.state))
+    return Turn(hidden.mask(turn.user), steps, verdict, end)
 
 
 def run_jobs(

@@ -9,6 +9,7 @@ from harness.records import ExpectTool, FollowUp, Tool, ToolCase, ToolScript, re
 from harness.taskfile.argchecks import ARG_MATCH_KEYS, arg_values
 from harness.taskfile.context import Context, hint, is_list_of_str
 from harness.taskfile.expectations import expect, forbidden_text
+from harness.taskfile.turnexpect import state_only
 from harness.text import kind
 
 CASED_KEYS = ("cases", "default")
@@ -47,7 +48,7 @@ def _turn(context: Context, item: dict[str, Any], path: str, task_id: str) -> Fo
     for i, name in enumerate(added):
         context.unlisted(name, f"{path}.addTools[{i}]")
     expected = None
-    if "expect" in item:
+    if "expect" in item and not state_only(item["expect"]):
         expected = expect(context, item["expect"], f"{path}.expect", within_turn=True)
         forbidden = forbidden_text(context, item["expect"], f"{path}.expect", task_id)
         expected = replace(expected, forbidden_text=forbidden) if expected and forbidden else expected

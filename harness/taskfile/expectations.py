@@ -22,7 +22,7 @@ from harness.text import kind
 EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs", "state")
 EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs", "state")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText", "state")
-EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText")
+EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText", "state")
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")
 
@@ -32,18 +32,12 @@ def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn:
     problems; its forbiddenText is read apart (forbidden_text)."""
     shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]} or {"refusal": true}'
     if within_turn:
-        shapes = shapes.replace(" or ", ", ") + ' or {"noCall": true}'
+        shapes = shapes.replace(" or ", ", ") + ', {"noCall": true} or {"state": {"match": {...}}} alone'
     if value is None:
         context.problem(path, f"missing: expected {shapes}")
         return None
     if not isinstance(value, dict):
         context.problem(path, f"expected {shapes}, got {kind(value)}")
-        return None
-    if within_turn and "state" in value:
-        context.problem(
-            f"{path}.state",
-            "a state check is the task's (expect.state), judged when the conversation ends, not a turn's",
-        )
         return None
     if not within_turn and "noCall" in value:
         context.problem(

@@ -1,5 +1,5 @@
 """`expect.state`: what a task's environment must end in, a JSON subset (`{"match": {...}}`) or the state its
-expected calls make on a fresh instance (`"reference"`)."""
+expected calls make on a fresh instance (`"reference"`); and what it must be in when a turn ends (a match)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,19 @@ from harness.taskfile.context import Context
 from harness.text import kind
 
 SHAPES = '{"match": {...}} or "reference"'
+TURN_SHAPE = '{"match": {...}}'
 
 
 def expect_state(
-    context: Context, value: Any, path: str, environment: Environment | None, expected: Expect | None
+    context: Context,
+    value: Any,
+    path: str,
+    environment: Environment | None,
+    expected: Expect | None,
+    within_turn: bool = False,
 ) -> ExpectState | None:
-    """The state check at path (an expect's `state`), or None and the problems; None too when there is none."""
+    """The state check at path (an expect's `state`, or a turn's: a match only), or None and the problems; None too
+    when there is none."""
     if not isinstance(value, dict) or "state" not in value:
         return None
     state, where = value["state"], f"{path}.state"
@@ -24,13 +31,23 @@ def expect_state(
         return None
     if isinstance(state, dict) and list(state) == ["match"]:
         if not isinstance(state["match"], dict):
+            whose = "state at the turn's end" if within_turn else "final state"
             context.problem(
-                f"{where}.match", f"expected an object the final state must contain, got {kind(state['match'])}"
+                f"{where}.match", f"expected an object the {whose} must contain, got {kind(state['match'])}"
             )
             return None
         return ExpectState(match=state["match"], where=where)
     if state != "reference":
-        context.problem(where, f"expected {SHAPES}, got {kind(state)}")
+        context.problem(where, f"expected {TURN_SHAPE if within_turn else SHAPES}, got {kind(state)}")
+        return None
+    if within_turn:
+        # A turn's reference would be the state of the expected calls up to that turn: the task's expect does not
+        # say which of its calls each turn makes, and a turn's own calls alone start from no known state.
+        context.problem(
+            where,
+            f"a turn's state is checked with {TURN_SHAPE}; \"reference\" is the task's (expect.state), the state its "
+            "expected calls make over the whole conversation",
+        )
         return None
     if expected is None:
         return None

@@ -15,7 +15,7 @@ from harness.taskfile.environments import environment
 from harness.taskfile.expectations import expect, forbidden_text
 from harness.taskfile.states import expect_state
 from harness.taskfile.tools import check_tools
-from harness.taskfile.turnexpect import check_offered, first_turn, offered
+from harness.taskfile.turnexpect import check_offered, first_turn, offered, turn_states
 from harness.text import canonical_json, kind, sha256_hex
 
 FORMAT_VERSION = 1
@@ -127,6 +127,7 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         world = shared[1]
     broken = world is None and ("environment" in item or shared is not None)  # reported: no second problem
     state = None if broken else expect_state(context, item.get("expect"), f"{path}.expect", world, expected)
+    states = () if broken else turn_states(context, item, world, path)
     if (
         task_id is None
         or category is None
@@ -161,4 +162,5 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         offered=tools,
         environment=world,
         state=state,
+        turn_states=states,
     )

@@ -1,5 +1,6 @@
-"""What a task says turn by turn: the first turn's expectation (expect.firstTurn), the tools the agent starts with (a
-task's "tools") and those each turn adds, and that every expected tool is one the agent has at that turn."""
+"""What a task says turn by turn: the first turn's expectation (expect.firstTurn), the state each turn must end in,
+the tools the agent starts with (a task's "tools") and those each turn adds, and that every expected tool is one the
+agent has at that turn."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from harness.records import Expect, ExpectTrajectory, FollowUp
+from harness.records import Environment, Expect, ExpectState, ExpectTrajectory, FollowUp
 from harness.taskfile.context import Context, is_list_of_str
 from harness.taskfile.expectations import expect
+from harness.taskfile.states import expect_state
 from harness.text import kind
 
 
@@ -21,7 +23,29 @@ def first_turn(context: Context, value: Any, path: str, has_turns: bool) -> Expe
     if not has_turns:
         context.problem(where, "the task has no turns; its expect is the first turn's")
         return None
-    return expect(context, value["firstTurn"], where, within_turn=True)
+    return None if state_only(value["firstTurn"]) else expect(context, value["firstTurn"], where, within_turn=True)
+
+
+def state_only(value: Any) -> bool:
+    """A turn's expect that checks the state the turn ends in and nothing of its calls: {"state": ...} alone."""
+    return isinstance(value, dict) and list(value) == ["state"]
+
+
+def turn_states(
+    context: Context, item: dict[str, Any], environment: Environment | None, path: str
+) -> tuple[ExpectState | None, ...]:
+    """What the environment must hold when each user turn ends (expect.firstTurn's state, then each turn's); empty
+    when no turn checks it."""
+    whole, follow_ups = item.get("expect"), item.get("turns")
+    if not isinstance(follow_ups, list) or not follow_ups:
+        return ()
+    first = whole.get("firstTurn") if isinstance(whole, dict) else None
+    expects = [(first, f"{path}.expect.firstTurn")] + [
+        (turn.get("expect") if isinstance(turn, dict) else None, f"{path}.turns[{j}].expect")
+        for j, turn in enumerate(follow_ups)
+    ]
+    states = tuple(expect_state(context, value, where, environment, None, within_turn=True) for value, where in expects)
+    return states if any(states) else ()
 
 
 def offered(
