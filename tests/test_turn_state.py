@@ -9,11 +9,12 @@ from typing import Any
 from backends import BACKENDS
 from eval_agent import configure
 from harness.leaks import Secrets
-from harness.records import AgentSurface, ExpectState, Outcome, Result, Task
+from harness.records import AgentRequest, AgentSurface, ExpectState, Outcome, Reply, Result, Task, ToolCall
 from harness.results import STATE_LIMIT, task_entry
 from harness.running import run_task
 from harness.taskfile import load_task_file
 from tests.providers import Event, Policy, conversation_fake
+from tests.support import InProcessAgent
 from tests.test_environments import ENVS, Calling
 
 WRITE_A, WRITE_B = "Write a.", "Now write b."
@@ -136,6 +137,23 @@ class StateRequests(Calling):
         result, reads = self.state_reads(turns=turns)
         self.assertEqual((result.outcome, reads), (Outcome("pass"), 2))
         self.assertEqual([turn.end and turn.end.state for turn in result.turns], [None, None, {"files": {"a": "1"}}])
+
+    def test_the_agent_is_never_sent_a_turns_state(self) -> None:
+        requests: list[AgentRequest] = []
+
+        class Recording(InProcessAgent):
+            def run(self, request: AgentRequest) -> Reply:
+                requests.append(request)
+                return (
+                    Reply(tool_calls=(ToolCall("fs.write", {"path": "a", "text": "1"}),))
+                    if not request.steps
+                    else Reply(text="done")
+                )
+
+        task = self.task({"tool": "fs.write", "firstTurn": {"state": {"match": {}}}}, turns=["Again."])
+        result = run_task(Recording(), task)
+        self.assertEqual(result.turns[0].end and result.turns[0].end.state, {"files": {"a": "1"}})
+        self.assertEqual([turn.end for request in requests for turn in request.history], [None, None])
 
     def test_a_world_that_fails_as_its_turn_state_is_read_makes_the_trial_an_error(self) -> None:
         environment = {"module": COUNTED, "class": "CountedFiles", "config": {"log": os.path.join(self.tmp, "no", "x")}}
