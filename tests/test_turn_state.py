@@ -14,7 +14,7 @@ from harness.results import STATE_LIMIT, task_entry
 from harness.running import run_task
 from harness.taskfile import load_task_file
 from tests.providers import Event, Policy, conversation_fake
-from tests.support import InProcessAgent
+from tests.support import InProcessAgent, clean_env, run_cli
 from tests.test_environments import ENVS, Calling
 
 WRITE_A, WRITE_B = "Write a.", "Now write b."
@@ -182,3 +182,20 @@ class Recorded(Calling):
         result = run_task(self.agent(("fs.write", {"path": "a", "text": "1"})), task)
         conversation = task_entry(task, [result])["trialResults"][0]["conversation"]
         self.assertEqual([sorted(turn) for turn in conversation], [["steps", "user"], ["steps", "user"]])
+
+
+class FromTheCommandLine(Calling):
+    def test_a_run_keeps_each_checked_turns_state_and_the_results_read_back(self) -> None:
+        early = ("fs_write", {"path": "a", "text": "0"})
+        fake = self.serve(conversation_fake("openai", following({WRITE_A: [[early]], WRITE_B: [[A1, B2]]}), []))
+        self.task_file([two_writes()])
+        settings = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": fake.url("/v1"), "EVAL_MODEL": "m"}
+        env = clean_env(EVAL_TASKS="tasks.json", OPENAI_API_KEY="k", **settings)
+        _, stderr, code = run_cli("--out", "run.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1))
+        trial = self.read_json("run.json")["results"][0]["trialResults"][0]
+        self.assertEqual(trial["reason"], 'turn 1: the state at $.files.a is "0", expected "1"')
+        self.assertEqual([turn.get("state") for turn in trial["conversation"]], [{"files": {"a": "0"}}, None])
+        self.assertEqual(trial["finalState"], {"files": {"a": "1", "b": "2"}})
+        _, stderr, code = run_cli("report", "run.json", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0), "a results file with a turn's state loads back")
