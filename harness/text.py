@@ -34,6 +34,7 @@ REASONS = {
     "not-run": "tasks not run",
     "internal-error": "internal error",
 }
+MARKS = {"pass": "✓", "fail": "✗", "error": "!"}  # a turn's verdict, as `turns 1 ✓ 2 ✗` shows it
 
 
 def percent(value: Fraction | Decimal, places: int = 0) -> str:
@@ -128,7 +129,8 @@ def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
 
 def transcript(trial: Mapping[str, Any], limit: int = 200) -> list[tuple[int, str]]:
     """A conversation trial as (depth, line): each turn's user message, then each step's calls with their arguments,
-    the results played back, its text or its error, each clipped to `limit` characters; empty for a single reply."""
+    the results played back, its text or its error, then the turn's verdict when it was judged; after the turns, the
+    state the environment ended in. Each clipped to `limit` characters; empty for a single reply without one."""
     lines: list[tuple[int, str]] = []
     for number, turn in enumerate(trial.get("conversation", ()), 1):
         lines.append((0, f"turn {number}, user: {clip(turn['user'], limit)}"))
@@ -141,7 +143,33 @@ def transcript(trial: Mapping[str, Any], limit: int = 200) -> list[tuple[int, st
             said += [f"said {json.dumps(clip(step['text'], limit), ensure_ascii=False)}"] if step["text"] else []
             said += [f"error {clip(step['error'], limit)}"] if "error" in step else []
             lines.append((1, f"step {index}: {'; '.join(said) or '(nothing)'}"))
+        if turn.get("verdict"):
+            lines.append((0, f"turn {number}: {clip(verdict_text(turn['verdict']), limit)}"))
+    if "finalState" in trial:
+        state = trial["finalState"]
+        cut = trial.get("finalStateCut", False)  # then the state is its JSON text, cut
+        shown = clip(state if cut else json.dumps(state, ensure_ascii=False), limit)
+        lines.append((0, f"final state: {shown}{' (cut)' if cut else ''}"))
+    if "referenceStateSha256" in trial:
+        lines.append((0, f"reference state SHA-256: {trial['referenceStateSha256']}"))
     return lines
+
+
+def verdict_text(verdict: Mapping[str, Any]) -> str:
+    """`pass`, or `fail tool:wrong-name: expected ...`: a trial's or a turn's verdict in a line."""
+    return (
+        verdict["status"]
+        if verdict["status"] == "pass"
+        else f"{verdict['status']} {verdict['code']}: {verdict['reason']}"
+    )
+
+
+def turn_marks(trial: Mapping[str, Any]) -> str:
+    """`turns 1 ✓ 2 ✗ 3 ✓`: each turn's verdict (! an error), for a conversation whose turns were judged; else ``."""
+    verdicts = [turn.get("verdict") for turn in trial.get("conversation", ())]
+    if not any(verdicts):
+        return ""
+    return "turns " + " ".join(f"{n} {MARKS[v['status']] if v else '-'}" for n, v in enumerate(verdicts, 1))
 
 
 def _turn_calls(turn: Mapping[str, Any], values: bool) -> str:

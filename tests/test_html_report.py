@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.reporters.page import CSP, SCRIPT, STYLE
 from tests.support import CANNED, ROOT, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.test_world_reports import PLANTED, ROGUE, world_run
 
 # What an agent or a task file might hold to attack whoever opens the page: each tries to set window.__pwned.
 HOSTILE = [
@@ -318,6 +319,31 @@ class InBrowser(TempDirTestCase):
         self.assertIn("Turn 2", shown)
         self.assertRegex(shown, r'imageman\.ai\.image\.generate returned\n+\{\n  "assets": \[')
         self.assertIn("3 steps, 2 turns", shown)
+        self.assert_quiet()
+
+    def test_a_tool_world_shows_each_turns_verdict_where_each_result_came_from_and_the_final_state(self) -> None:
+        world_run(self.tmp)
+        page = self.open("page.html")
+        for summary in page.locator("#task-0 > details > summary, #task-1 > details > summary").all():
+            summary.click()
+        turns = self.text_of(page, "#task-1 > details")
+        self.assertIn("Turn 1 pass\n", turns)
+        self.assertIn(f"Turn 2 fail\n\nturn:called-tool: expected no tool call, got {ROGUE}", turns)
+        self.assertIn("notes.find returned cases[0]", turns)
+        self.assertIn("notes.find returned default", turns)
+        self.assertIn(f"{ROGUE} returned no result scripted", turns)
+        self.assertEqual(page.locator("#task-1 .badge.fail").count(), 1)
+        world = page.locator("#task-0 > details")
+        self.assertIn("fs.write returned environment", self.text_of(page, "#task-0 > details"))
+        state = world.locator("details", has_text="Final state")
+        self.assertFalse(state.locator("pre").is_visible(), "the final state is folded")
+        self.assertIn(
+            f'state:mismatch: the state at $.files.a.txt is {json.dumps(PLANTED)}, expected "hello"', world.inner_text()
+        )
+        state.locator("summary").click()
+        self.assertIn(f'"a.txt": {json.dumps(PLANTED)}', state.locator("pre").inner_text())
+        self.assertIsNone(page.evaluate("window.__pwned"))
+        self.assertEqual(page.evaluate("document.querySelectorAll('script, img').length"), 1)
         self.assert_quiet()
 
     def test_hostile_replies_and_task_text_run_nothing_request_nothing_and_break_nothing(self) -> None:

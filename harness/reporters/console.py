@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.records import Task, TaskFile
 from harness.results import explaining_trial
-from harness.text import calls_text, count, millis, printable
+from harness.text import calls_text, count, millis, printable, turn_marks
 
 if TYPE_CHECKING:
     from harness.config import Config
@@ -31,7 +31,8 @@ def say(line: str) -> None:
 
 
 def task_line(entry: Mapping[str, Any], id_width: int) -> str:
-    """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason, (flaky)."""
+    """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason (and its
+    turns' verdicts, when they were judged), (flaky)."""
     trials = entry["trialResults"]
     shown = explaining_trial(trials) or trials[0]
     duration = sum(trial["durationMs"] for trial in trials) / len(trials)
@@ -39,6 +40,7 @@ def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     line = f"{entry['status'].upper():<5} {entry['id']:<{id_width}}{tally}  {calls_text(shown)}  {millis(duration)}"
     if entry["status"] != "pass":
         line += f"  {entry['code']}: {entry['reason']}"
+        line += f"  {marks}" if (marks := turn_marks(shown)) else ""
     return line + ("  (flaky)" if entry["flaky"] else "")
 
 

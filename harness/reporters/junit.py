@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
-from harness.text import calls_text, printable, transcript
+from harness.text import calls_text, printable, transcript, turn_marks, verdict_text
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -83,7 +83,10 @@ def _attribute(value: str) -> str:
 
 def _trial_text(number: int, trial: Mapping[str, Any]) -> str:
     # XML has no way to write most control characters: every agent-controlled string is escaped.
-    verdict = trial["status"] if trial["status"] == "pass" else f"{trial['status']} {trial['code']}: {trial['reason']}"
-    lines = [f"trial {number}: {printable(verdict)}", f"  called: {printable(calls_text(trial, values=True))}"]
+    lines = [
+        f"trial {number}: {printable(verdict_text(trial))}",
+        f"  called: {printable(calls_text(trial, values=True))}",
+    ]
+    lines += [f"  {marks}"] if (marks := turn_marks(trial)) else []
     lines += [f"{'  ' * (depth + 2)}{printable(line)}" for depth, line in transcript(trial)]
     return "\n".join(lines)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 CLIP = 2000  # characters of a value shown at once; the whole value stays in the page, a click away
 CELL = 300  # characters of a table cell
 STATUSES = ("pass", "fail", "error")
+SOURCES = {"unscripted": "no result scripted"}  # the other sources read as they are
 CHANGES = ("regressed", "fixed", "still failing", "new", "removed", "not run", "changed definition")
 
 STYLE = """
@@ -47,7 +48,8 @@ th{background:var(--bg)}td.n{text-align:right;white-space:nowrap}
 .st.pass{color:var(--pass)}.st.fail{color:var(--fail)}.st.error{color:var(--error)}
 .badge{display:inline-block;font-size:11px;border:1px solid var(--muted);border-radius:10px;padding:0 6px;margin:1px;
 white-space:nowrap}
-.badge.v{border-color:var(--fail);color:var(--fail)}
+.badge.v,.badge.fail{border-color:var(--fail);color:var(--fail)}
+.badge.pass{border-color:var(--pass);color:var(--pass)}.badge.error{border-color:var(--error);color:var(--error)}
 pre{white-space:pre-wrap;word-break:break-all;background:var(--bg);padding:6px;margin:4px 0;max-height:40em;
 overflow:auto}
 .text{white-space:pre-wrap;overflow-wrap:anywhere}
@@ -358,8 +360,8 @@ def _trial(number: int, trial: Mapping[str, Any]) -> Iterator[str]:
     )
     if "conversation" in trial:
         for turn_number, turn in enumerate(trial["conversation"], 1):
-            user = _long(turn["user"])
-            yield f'<div class="turn"><h3>Turn {turn_number}</h3><p><b>User:</b> <span class="text">{user}</span></p>'
+            yield f'<div class="turn"><h3>Turn {turn_number}{_turn_verdict(turn.get("verdict"))}'
+            yield f'<p><b>User:</b> <span class="text">{_long(turn["user"])}</span></p>'
             for step_number, step in enumerate(turn["steps"], 1):
                 yield f"<p><b>Step {step_number}</b></p>"
                 yield from _said(step["toolCalls"], step.get("text"), step.get("results", ()), step.get("error"))
@@ -369,7 +371,38 @@ def _trial(number: int, trial: Mapping[str, Any]) -> Iterator[str]:
         if trial.get("refused") and not trial["toolCalls"]:
             by = f" by the provider ({trial.get('refusalReason')})" if trial.get("refusedBy") == "provider" else ""
             yield f"<p>Refused{_e(by)}.</p>"
+    if "finalState" in trial:
+        yield from _final_state(trial)
     yield "</div>"
+
+
+def _turn_verdict(verdict: Mapping[str, Any] | None) -> str:
+    """The rest of a turn's heading: its verdict's badge, and a non-pass's code and reason below it."""
+    if verdict is None:  # a turn without expectations of its own, or an older results file
+        return "</h3>"
+    status = verdict["status"] if verdict["status"] in STATUSES else "error"
+    badge = f' <span class="badge {status}">{status}</span></h3>'
+    if status == "pass":
+        return badge
+    return f'{badge}<p class="why">{_e(_clip(_miss(verdict), CLIP))}</p>'
+
+
+def _miss(verdict: Mapping[str, Any]) -> str:
+    return f"{verdict['code']}: {verdict['reason']}"
+
+
+def _final_state(trial: Mapping[str, Any]) -> Iterator[str]:
+    """The state the environment ended in, folded, under the mismatch that failed the trial (its path and values)."""
+    if trial["code"] == "state:mismatch":
+        yield f'<p class="why">{_e(_clip(_miss(trial), CLIP))}</p>'
+    cut = trial.get("finalStateCut", False)  # then the state is its JSON text, cut
+    notes = [" (cut at 64 KiB)" if cut else ""]
+    if "referenceStateSha256" in trial:
+        notes.append(f", held to the reference state (SHA-256 {trial['referenceStateSha256']})")
+    yield (
+        f"<details><summary>Final state{_e(''.join(notes))}</summary>"
+        f"<pre>{_long(_pretty(trial['finalState']))}</pre></details>"
+    )
 
 
 def _said(
@@ -378,9 +411,8 @@ def _said(
     for call in calls:
         yield f"<p>Called <b>{_e(_clip(str(call['name']), CELL))}</b></p><pre>{_long(_pretty(call['args']))}</pre>"
     for result in results:
-        scripted = "" if result.get("scripted", True) else " (no result scripted)"
         yield (
-            f"<p>{_e(_clip(str(result['name']), CELL))} returned{scripted}</p>"
+            f"<p>{_e(_clip(str(result['name']), CELL))} returned{_source(result)}</p>"
             f"<pre>{_long(_pretty(result['result']))}</pre>"
         )
     if isinstance(text, str) and text:
@@ -389,6 +421,16 @@ def _said(
         yield f"<p><b>Error:</b> {_e(_clip(str(error), CLIP))}</p>"
     if not calls and not text and not error:
         yield '<p class="muted">No call, no text.</p>'
+
+
+def _source(result: Mapping[str, Any]) -> str:
+    """Where a played-back result came from, as a badge (sequence, cases[0], default, environment, no result
+    scripted); none for the task's one scripted value."""
+    source = result.get("source")
+    if source in (None, "script"):  # the task's one value for the tool (an older results file has no source)
+        return "" if result.get("scripted", True) else " (no result scripted)"
+    label = SOURCES.get(source, source) if source != "case" else f"cases[{result.get('case')}]"
+    return f' <span class="badge">{_e(label)}</span>'
 
 
 def _pretty(value: Any) -> str:
