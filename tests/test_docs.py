@@ -14,7 +14,8 @@ import unittest
 from backends import BACKEND, BACKENDS
 from harness.config import RUN_SETTINGS
 from harness.settings import described
-from tests.support import ROOT, clean_env, run_cli
+from tests.providers import Call, Event, Policy, conversation_fake
+from tests.support import ROOT, TempDirTestCase, clean_env, run_cli
 
 TABLE_HEAD = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
 DOCS = os.path.join(ROOT, "docs")
@@ -24,6 +25,10 @@ LINK = re.compile(r"\]\(([^()\s]+)\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
 PROVIDER_HEAD = "| provider | backend | base URL | what the harness sends | known quirks, and the setting for each |"
 CODE = re.compile(r"`([^`]+)`")
+WORLDS = os.path.join("examples", "worlds")
+WORLDS_RUN = "$ EVAL_BACKEND=openai EVAL_MODEL=gpt-5-mini OPENAI_API_KEY=sk-... python3 eval_agent.py --tasks "
+# What varies from run to run in a run's lines: each task's time, and the tokens and time of the replies.
+VARYING = re.compile(r"  \d+(\.\d+)?ms|\d+ tokens in, \d+ out, \d+(\.\d+)? m?s of replies")
 
 
 def read(*path: str) -> str:
@@ -201,6 +206,135 @@ class Examples(unittest.TestCase):
         table = "\n".join(settings_table())
         for var in ("EVAL_GATE", "EVAL_AGENT_URL", "EVAL_AGENT_TOKEN", "OPENAI_API_KEY", "EVAL_MAX_TOKENS"):
             self.assertIn(f"`{var}`", table)
+
+
+# A model played out by the OpenAI fake, task by task: for each user turn, the calls it makes (one a step), then its
+# text. Careful does what each task asks (tidy-up in another order than the task's trajectory); careless slips once in
+# each task.
+Turns = list[tuple[list[Call], str]]
+CAREFUL: dict[str, Turns] = {
+    "Rename draft.txt to final.txt and delete old-notes.txt.": [
+        ([("fs_rm", {"path": "old-notes.txt"}), ("fs_mv", {"source": "draft.txt", "target": "final.txt"})], "Done.")
+    ],
+    "Share notes.txt with Ana.": [
+        (
+            [("contacts_find", {"name": "ana"}), ("fs_share", {"path": "notes.txt", "email": "ana@example.com"})],
+            "Shared.",
+        )
+    ],
+    "What's in my folder?": [
+        ([("fs_ls", {})], "draft.txt, notes.txt and old-notes.txt."),
+        ([], "Three."),
+        ([("fs_mv", {"source": "old-notes.txt", "target": "archive/old-notes.txt"})], "Moved."),
+    ],
+}
+CARELESS: dict[str, Turns] = {
+    "Rename draft.txt to final.txt and delete old-notes.txt.": [
+        ([("fs_mv", {"source": "draft.txt", "target": "final.txt"})], "Done.")
+    ],
+    "Share notes.txt with Ana.": [
+        (
+            [("contacts_find", {"name": "Anna"}), ("fs_share", {"path": "notes.txt", "email": "anna@example.com"})],
+            "Shared.",
+        )
+    ],
+    "What's in my folder?": [
+        ([("fs_ls", {})], "draft.txt, notes.txt and old-notes.txt."),
+        ([("fs_ls", {})], "Three."),
+        ([("fs_mv", {"source": "old-notes.txt", "target": "archive/old-notes.txt"})], "Moved."),
+    ],
+}
+
+
+def playing(model: dict[str, Turns]) -> Policy:
+    """The fake's policy for a model: by the conversation's first message and the turn it is in."""
+
+    def policy(events: list[Event]) -> tuple[list[Call], str | None]:
+        users = [index for index, event in enumerate(events) if event[0] == "user"]
+        calls, text = model[events[users[0]][1]][len(users) - 1]
+        made = sum(event[0] == "assistant" for event in events[users[-1] :])
+        return ([calls[made]], None) if made < len(calls) else ([], text)
+
+    return policy
+
+
+def fenced(page: str, first: str) -> list[str]:
+    """The text of each fenced block of a page whose first line starts with `first` (that line included)."""
+    return [
+        block.split("\n", 1)[1].rsplit("```", 1)[0]
+        for block in FENCE.findall(page)
+        if block.split("\n", 1)[1].startswith(first)
+    ]
+
+
+class TheWorldsGuide(TempDirTestCase):
+    """docs/worlds.md as a reader follows it: examples/worlds/ validated, then run on a model (here the OpenAI fake
+    playing one), printing the lines the guide shows and recording what it shows of the results."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.guide = read("docs", "worlds.md")
+        with open(os.path.join(ROOT, WORLDS, "eval-tasks.json"), encoding="utf-8") as f:
+            self.shipped = json.load(f)
+
+    def run_model(self, model: dict[str, Turns]) -> tuple[str, int]:
+        """The run's lines as the guide would show them (a real model's address, no times or tokens), and its exit."""
+        invalid: list[str] = []
+        fake = self.serve(conversation_fake("openai", playing(model), invalid))
+        env = clean_env(
+            EVAL_BACKEND="openai",
+            EVAL_MODEL="gpt-5-mini",
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
+        )
+        stdout, stderr, code = run_cli("--tasks", os.path.join(WORLDS, "eval-tasks.json"), env=env, cwd=ROOT)
+        self.assertEqual((stderr, invalid), ("", []))
+        stdout = stdout.replace(fake.url("/v1"), "https://api.openai.com/v1")
+        return VARYING.sub("", stdout), code
+
+    def shown_run(self, index: int) -> str:
+        """The lines the guide shows a run print, without its command or what varies, by its place on the page."""
+        runs = fenced(self.guide, WORLDS_RUN)
+        self.assertEqual(len(runs), 2, "a careful run, then a careless one")
+        command, lines = runs[index].split("\n", 1)
+        self.assertEqual(command, WORLDS_RUN + "examples/worlds/eval-tasks.json")
+        return VARYING.sub("", lines)
+
+    def test_the_guide_quotes_the_shipped_example_as_it_is(self) -> None:
+        tasks = {task["id"]: task for task in self.shipped["tasks"]}
+        quoted = fenced(self.guide, '{\n  "id": ')
+        self.assertEqual(sorted(json.loads(block)["id"] for block in quoted), sorted(tasks))
+        for block in quoted:
+            self.assertEqual(json.loads(block), tasks[json.loads(block)["id"]])
+        for key in ("environment", "toolResults"):
+            with self.subTest(key):
+                (block,) = fenced(self.guide, f'"{key}": ')
+                self.assertEqual(json.loads("{" + block + "}"), {key: self.shipped[key]})
+        (environment,) = fenced(self.guide, "class FileSystem")
+        source = read(WORLDS, "files.py")
+        for part in environment.split("    ...\n"):
+            self.assertIn(part, source)
+
+    def test_validate_reads_the_example_as_the_guide_shows(self) -> None:
+        (shown,) = fenced(self.guide, "$ python3 eval_agent.py validate")
+        command, first, rest = shown.split("\n", 2)
+        self.assertEqual(
+            (command, rest), (f"$ python3 eval_agent.py validate --tasks {WORLDS}/eval-tasks.json", "...\n")
+        )
+        stdout, stderr, code = run_cli("validate", "--tasks", os.path.join(WORLDS, "eval-tasks.json"), cwd=ROOT)
+        self.assertEqual((stdout.splitlines()[0], stderr, code), (first, "", 0))
+
+    def test_a_model_that_does_what_is_asked_passes_every_task(self) -> None:
+        self.assertEqual(self.run_model(CAREFUL), (self.shown_run(0), 0))
+
+    def test_a_careless_model_fails_each_task_as_the_guide_says_and_the_results_show_why(self) -> None:
+        self.assertEqual(self.run_model(CARELESS), (self.shown_run(1), 1))
+        (shown,) = fenced(self.guide, '{"id": "share-with-ana"')
+        excerpt = json.loads(shown)
+        entry = next(e for e in self.read_json("eval-results.json")["results"] if e["id"] == "share-with-ana")
+        trial = entry["trialResults"][0]
+        self.assertEqual({key: trial[key] for key in excerpt["trialResults"][0]}, excerpt["trialResults"][0])
 
 
 if __name__ == "__main__":
