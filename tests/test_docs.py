@@ -208,6 +208,8 @@ class Examples(unittest.TestCase):
             self.assertIn(f"`{var}`", table)
 
 
+STATE_UNTOUCHED = 'state:mismatch: the state at $.shared.notes.txt is nothing, expected ["ana@example.com"]'
+
 # A model played out by the OpenAI fake, task by task: for each user turn, the calls it makes (one a step), then its
 # text. Careful does what each task asks (tidy-up in another order than the task's trajectory); careless slips once in
 # each task.
@@ -335,6 +337,22 @@ class TheWorldsGuide(TempDirTestCase):
         entry = next(e for e in self.read_json("eval-results.json")["results"] if e["id"] == "share-with-ana")
         trial = entry["trialResults"][0]
         self.assertEqual({key: trial[key] for key in excerpt["trialResults"][0]}, excerpt["trialResults"][0])
+
+    def test_an_agent_that_runs_its_own_tools_leaves_the_environment_as_it_started(self) -> None:
+        agent = os.path.join(self.tmp, "agent.py")
+        calls = [
+            {"name": "contacts.find", "args": {"name": "Ana"}},
+            {"name": "fs.share", "args": {"path": "notes.txt", "email": "ana@example.com"}},
+        ]
+        with open(agent, "w", encoding="utf-8") as f:
+            f.write(f"import json, sys\njson.load(sys.stdin)\nprint(json.dumps({{'toolCalls': {calls!r}}}))\n")
+        env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} {agent}", EVAL_RESULTS=os.path.join(self.tmp, "r.json"))
+        tasks = os.path.join(WORLDS, "eval-tasks.json")
+        _, stderr, code = run_cli("--tasks", tasks, "--task", "share-with-ana", env=env, cwd=ROOT)
+        trial = self.read_json("r.json")["results"][0]["trialResults"][0]
+        said = f"{trial['code']}: {trial['reason']}"
+        self.assertEqual((said, stderr, code), (STATE_UNTOUCHED, "", 1))
+        self.assertIn(f"`{STATE_UNTOUCHED}`", " ".join(self.guide.split()))
 
 
 if __name__ == "__main__":
