@@ -334,9 +334,11 @@ class TheWorldsGuide(TempDirTestCase):
         self.assertEqual(self.run_model(CARELESS), (self.shown_run(1), 1))
         (shown,) = fenced(self.guide, '{"id": "share-with-ana"')
         excerpt = json.loads(shown)
-        entry = next(e for e in self.read_json("eval-results.json")["results"] if e["id"] == "share-with-ana")
-        trial = entry["trialResults"][0]
+        entries = {entry["id"]: entry["trialResults"][0] for entry in self.read_json("eval-results.json")["results"]}
+        trial = entries["share-with-ana"]
         self.assertEqual({key: trial[key] for key in excerpt["trialResults"][0]}, excerpt["trialResults"][0])
+        verdicts = [turn["verdict"]["code"] for turn in entries["archive-after-a-look"]["conversation"]]
+        self.assertEqual(verdicts, [None, "turn:called-tool", None])
 
     def test_an_agent_that_runs_its_own_tools_leaves_the_environment_as_it_started(self) -> None:
         agent = os.path.join(self.tmp, "agent.py")
