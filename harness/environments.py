@@ -32,6 +32,7 @@ STDERR_LINES = 5
 # sys.path so that no PYTHONPATH or folder of the user's can put another harness in its place.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOOT = f"import sys; sys.path.insert(0, {ROOT!r}); from harness.envworker import main; del sys.path[0]; main()"
+OUTPUT_READ = 2.0  # seconds to wait for the last of a dead worker's output (a child of its may hold the pipe)
 _LIVE: set[subprocess.Popen[bytes]] = set()  # every worker not yet ended, killed when the harness exits
 _LIVE_LOCK = threading.Lock()
 
@@ -55,6 +56,7 @@ class World:
         self.stderr: list[bytes] = []
         self.printed = 0
         self.has: frozenset[str] = frozenset()
+        self.output: threading.Thread | None = None  # reads what the worker prints, for the reason it failed
 
     def implements(self, tool: str) -> bool:
         """Whether a call of the tool runs a method of the environment's."""
@@ -100,7 +102,8 @@ class World:
         if self.process is None:
             self.process = _spawn(self.hidden)
             threading.Thread(target=self._read_answers, args=(self.process.stdout,), daemon=True).start()
-            threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True).start()
+            self.output = threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True)
+            self.output.start()
             spec = self.spec
             load = {"module": spec.module, "class": spec.class_name, "config": spec.config}
             answer = self._ask({"op": "load", **load, "methods": sorted(set(spec.methods.values()))})
@@ -139,6 +142,8 @@ class World:
     def _failed(self, what: str) -> WorldError:
         if self.process is not None:
             _kill(self.process)
+        if self.output is not None:
+            self.output.join(timeout=OUTPUT_READ)  # what it printed before it ended is the reason's best part
         tail = b"".join(self.stderr).decode("utf-8", "replace").strip().splitlines()[-STDERR_LINES:]
         said = self.hidden.mask("\n".join(tail))[-STDERR_TAIL:]
         return WorldError(f"the environment failed: {what}" + (f"; its last output:\n{said}" if said else ""))
