@@ -24,6 +24,8 @@ def main() -> None:
     """Answer requests until stdin closes."""
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the user's prints go to stderr: stdout is the answers' alone
+    # Each line as it is printed: a print is the best clue to a hang or a crash, and a buffered one dies with it.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the harness's to hear: it ends the worker itself
     threading.Thread(target=_end_when_orphaned, args=(os.getppid(),), daemon=True).start()
     world = World()

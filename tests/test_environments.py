@@ -142,6 +142,11 @@ class HostileEnvironments(unittest.TestCase):
             self.failure("leave"), "the environment failed: it exited with code 3; its last output:\nleaving now"
         )
 
+    def test_a_print_without_a_flush_is_quoted_when_the_method_then_exits(self) -> None:
+        self.assertEqual(
+            self.failure("mutter"), "the environment failed: it exited with code 4; its last output:\nlast words"
+        )
+
     def test_a_method_that_kills_its_process(self) -> None:
         self.assertEqual(self.failure("crash"), f"the environment failed: it was ended by signal {signal.SIGKILL}")
 

@@ -24,6 +24,11 @@ class Hostile:
         print("leaving now", file=sys.stderr, flush=True)
         os._exit(3)
 
+    def mutter(self) -> None:
+        """Prints to stdout, without a flush, and exits."""
+        print("last words")
+        os._exit(4)
+
     def crash(self) -> None:
         """Dies by a signal."""
         import signal
