@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(argv)
         subcommand = importlib.import_module(SUBCOMMANDS[name][0])
         if name == "validate":
-            return subcommand.main(argv[1:], DECLARED, SCHEMA_NOTES)
+            return subcommand.main(argv[1:], SETTINGS, SCHEMA_NOTES)
         if name == "doctor":  # the engine imports no backend: doctor is handed the registry
             return subcommand.main(argv[1:], subcommand.Registry(BACKEND, BACKENDS, choose, SETTINGS))
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])

@@ -192,9 +192,12 @@ def world_of(task: Task, hidden: Secrets = NO_SECRETS) -> Iterator[World | None]
         world.close()
 
 
-def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SECRETS) -> None:
+def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SECRETS) -> dict[str, frozenset[str]]:
     """Start each environment the tasks use once, before anything is sent: a module, class, method or config that is
-    not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here)."""
+    not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here).
+
+    Returns the tools each environment answers, by where it is set (its JSON path).
+    """
     checked: dict[str, World] = {}
     for task in tasks:
         spec = task.environment
@@ -221,6 +224,10 @@ def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SE
                     f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
                     "task's toolResults answer"
                 )
+    return {
+        where: frozenset(tool for tool in world.spec.methods if world.implements(tool))
+        for where, world in checked.items()
+    }
 
 
 def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:

@@ -326,6 +326,7 @@ class TheWorldsGuide(TempDirTestCase):
         )
         stdout, stderr, code = run_cli("validate", "--tasks", os.path.join(WORLDS, "eval-tasks.json"), cwd=ROOT)
         self.assertEqual((stdout.splitlines()[0], stderr, code), (first, "", 0))
+        self.assertNotIn("has no scripted result", stdout, "the tools the environment answers need no script")
 
     def test_a_model_that_does_what_is_asked_passes_every_task(self) -> None:
         self.assertEqual(self.run_model(CAREFUL), (self.shown_run(0), 0))

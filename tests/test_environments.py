@@ -405,16 +405,18 @@ class FromTheCommandLine(Calling):
         self.task_file(
             [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
         )
-        stdout, stderr, code = run_cli(env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
-        self.assertEqual(
-            (stdout, stderr, code),
-            (
-                "",
-                "eval_agent: error: tasks.json: environment.module: "
-                "RuntimeError: this environment cannot be imported\n",
-                2,
-            ),
-        )
+        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):  # validate starts it too
+            with self.subTest(command):
+                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+                self.assertEqual(
+                    (stdout, stderr, code),
+                    (
+                        "",
+                        f"{prog}: error: tasks.json: environment.module: "
+                        "RuntimeError: this environment cannot be imported\n",
+                        2,
+                    ),
+                )
 
     def test_ctrl_c_leaves_no_worker_behind(self) -> None:
         self.assertEqual(self.hang_then(signal.SIGINT), 130)

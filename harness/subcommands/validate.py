@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.conversation import UNSCRIPTED
+from harness.endpoints import environment_secrets
 from harness.flags import Parser
+from harness.leaks import Secrets
 from harness.records import TaskFile, Tool
 from harness.reporters.console import say
 from harness.schema import compile_schema
-from harness.settings import Sources, refuse_unknown
+from harness.settings import Setting, Sources, refuse_unknown
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
 from harness.taskfile import read_task_file
@@ -21,12 +23,13 @@ from harness.text import count
 
 def main(
     argv: Sequence[str],
-    declared: Collection[str],
+    settings: Sequence[Setting],
     schema_notes: Mapping[str, Callable[[Sequence[Tool]], list[str]]],
 ) -> int:
     """Every problem at once, the coverage table, and with an MCP server the drift from its live surface.
 
-    declared: every variable a setting declares; any other EVAL_ variable is refused unless a placeholder names it.
+    settings: every setting declared; any other EVAL_ variable is refused unless a placeholder names it, and the
+    secret ones are kept out of a tool environment's worker.
     schema_notes: by backend, what it does not send of the tools' schemas; listed for the one EVAL_BACKEND names.
     """
     parser = Parser(
@@ -51,9 +54,14 @@ def main(
             say(f"{path}: {problem}")
         say(f"{count(len(problems), 'problem')}: not a valid task file")
         return 2
-    refuse_unknown(os.environ, declared, task_file.variables)
+    refuse_unknown(os.environ, {setting.var for setting in settings}, task_file.variables)
+    answered: dict[str, frozenset[str]] = {}
+    if any(task.environment for task in task_file.tasks):  # started in workers, as a run starts them
+        from harness.environments import check_environments
+
+        answered = check_environments(path, task_file.tasks, Secrets(environment_secrets(settings, os.environ)))
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
-    for warning in (*task_file.warnings, *unscripted(task_file)):
+    for warning in (*task_file.warnings, *unscripted(task_file, answered)):
         say(f"warning: {warning}")
     backend = os.environ.get("EVAL_BACKEND", "")
     for note in schema_notes[backend](task_file.tools) if backend in schema_notes else []:
@@ -79,8 +87,9 @@ def main(
     return code
 
 
-def unscripted(task_file: TaskFile) -> list[str]:
-    """Tools a task with scripted results expects but scripts no result for: a model calling them gets none."""
+def unscripted(task_file: TaskFile, answered: Mapping[str, frozenset[str]] = {}) -> list[str]:
+    """Tools a task with scripted results expects but neither scripts a result for nor has its environment answer
+    (answered: the tools each environment answers, by where it is set): a model calling them gets none."""
     return [
         f"{task.id}: {name} is expected but has no scripted result (a model calling it gets "
         f'"{UNSCRIPTED.format(name=name)}")'
@@ -88,6 +97,7 @@ def unscripted(task_file: TaskFile) -> list[str]:
         if task.tool_results
         for name in dict.fromkeys(step.tool for step in task.expect.steps)
         if name not in task.tool_results
+        and not (task.environment and name in answered.get(task.environment.where, frozenset()))
     ]
 
 
