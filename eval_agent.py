@@ -165,6 +165,13 @@ def run(argv: Sequence[str]) -> int:
     )
     forbidden = Secrets({text.value: text.label for task in tasks for text in task.expect.forbidden_text})
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden)
+    judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
+    if judged is not None and not backend.PLAYS_TOOLS:  # its agent's own tools change the world, never the environment
+        raise ConfigError(
+            f"{config.tasks_path}: {judged.where}: the {backend_name} backend's agent runs its own tools, so no "
+            "environment's state can be judged; run state checks on a backend the harness plays the tools for "
+            "(a provider's)"
+        )
     secrets = known | Secrets(backend.secrets())  # a leak when a reply holds one
     hidden = backend.hidden  # never written: these, the forbidden text, the query values of the backend's URLs
     baseline = load_results(config.baseline_path) if config.baseline_path else None

@@ -208,8 +208,6 @@ class Examples(unittest.TestCase):
             self.assertIn(f"`{var}`", table)
 
 
-STATE_UNTOUCHED = 'state:mismatch: the state at $.shared.notes.txt is nothing, expected ["ana@example.com"]'
-
 # A model played out by the OpenAI fake, task by task: for each user turn, the calls it makes (one a step), then its
 # text. Careful does what each task asks (tidy-up in another order than the task's trajectory); careless slips once in
 # each task.
@@ -341,21 +339,15 @@ class TheWorldsGuide(TempDirTestCase):
         verdicts = [turn["verdict"]["code"] for turn in entries["archive-after-a-look"]["conversation"]]
         self.assertEqual(verdicts, [None, "turn:called-tool", None])
 
-    def test_an_agent_that_runs_its_own_tools_leaves_the_environment_as_it_started(self) -> None:
-        agent = os.path.join(self.tmp, "agent.py")
-        calls = [
-            {"name": "contacts.find", "args": {"name": "Ana"}},
-            {"name": "fs.share", "args": {"path": "notes.txt", "email": "ana@example.com"}},
-        ]
-        with open(agent, "w", encoding="utf-8") as f:
-            f.write(f"import json, sys\njson.load(sys.stdin)\nprint(json.dumps({{'toolCalls': {calls!r}}}))\n")
-        env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} {agent}", EVAL_RESULTS=os.path.join(self.tmp, "r.json"))
+    def test_state_checks_on_an_agent_that_runs_its_own_tools_are_refused_before_anything_is_sent(self) -> None:
+        env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} -c pass", EVAL_RESULTS=os.path.join(self.tmp, "r.json"))
         tasks = os.path.join(WORLDS, "eval-tasks.json")
-        _, stderr, code = run_cli("--tasks", tasks, "--task", "share-with-ana", env=env, cwd=ROOT)
-        trial = self.read_json("r.json")["results"][0]["trialResults"][0]
-        said = f"{trial['code']}: {trial['reason']}"
-        self.assertEqual((said, stderr, code), (STATE_UNTOUCHED, "", 1))
-        self.assertIn(f"`{STATE_UNTOUCHED}`", " ".join(self.guide.split()))
+        stdout, stderr, code = run_cli("--tasks", tasks, "--task", "share-with-ana", env=env, cwd=ROOT)
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "r.json")))
+        self.assertIn(
+            f"`{stderr.strip().replace(tasks, 'examples/worlds/eval-tasks.json')}`", " ".join(self.guide.split())
+        )
 
 
 if __name__ == "__main__":
