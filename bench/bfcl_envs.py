@@ -23,7 +23,7 @@ from typing import Any
 if os.environ.get("BFCL_WHEEL"):
     sys.path.insert(0, os.environ["BFCL_WHEEL"])
 
-from bfcl_eval.constants.executable_backend_config import (  # type: ignore[import-not-found]  # noqa: E402
+from bfcl_eval.constants.executable_backend_config import (  # type: ignore[import-not-found]
     CLASS_FILE_PATH_MAPPING,
     MULTI_TURN_FUNC_DOC_FILE_MAPPING,
     STATELESS_CLASSES,
@@ -41,10 +41,15 @@ def bfcl_class(name: str) -> type:
     return getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[name]), name)  # type: ignore[no-any-return]
 
 
+def data_lines(name: str) -> list[dict[str, Any]]:
+    """A JSON-lines file of BFCL's data, from the wheel or an installed bfcl_eval."""
+    text = importlib.resources.files("bfcl_eval").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def function_docs(name: str) -> list[dict[str, Any]]:
     """BFCL's function docs of one class: one per public method, the tools a model is given."""
-    path = importlib.resources.files("bfcl_eval").joinpath("data", "multi_turn_func_doc", MULTI_TURN_FUNC_DOC_FILE_MAPPING[name])
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return data_lines(f"multi_turn_func_doc/{MULTI_TURN_FUNC_DOC_FILE_MAPPING[name]}")
 
 
 # Read from the docs, so that a class is imported only when a task involves it (MathAPI's module needs mpmath).

@@ -1,7 +1,7 @@
 """BFCL's multi-turn categories through the harness, judged against BFCL's own multi-turn checker.
 
 Run: pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl
-     python3 bench/bfcl_multiturn.py /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl
+     python3 bench/bfcl_multiturn.py /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl [N]   # N: the first N of each
 
 The wheel holds BFCL's multi-turn questions (multi_turn_base, _miss_func, _miss_param, _long_context), their ground
 truths, the classes their tools run on and the checker; it is read in place (a zip on sys.path), nothing of it copied
@@ -20,7 +20,6 @@ import ast
 import collections
 import contextlib
 import copy
-import importlib
 import inspect
 import io
 import json
@@ -30,7 +29,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from unittest import mock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,26 +67,21 @@ def use_wheel(wheel: str) -> None:
     os.environ["BFCL_WHEEL"] = wheel
 
 
-def read_entries(categories: Sequence[str] = CATEGORIES) -> list[Entry]:
-    """Every entry of these categories, with its ground truth's calls bound to keyword arguments."""
+def read_entries(sample: int | None = None) -> list[Entry]:
+    """Every entry of the four categories (or the first `sample` of each), its ground truth's calls bound to keyword
+    arguments."""
     from bench import bfcl_envs
 
     entries = []
-    for category in categories:
-        truths = {row["id"]: row["ground_truth"] for row in data_lines(f"possible_answer/BFCL_v4_{category}.json")}
-        for question in data_lines(f"BFCL_v4_{category}.json"):
+    for category in CATEGORIES:
+        truths = {
+            row["id"]: row["ground_truth"] for row in bfcl_envs.data_lines(f"possible_answer/BFCL_v4_{category}.json")
+        }
+        for question in bfcl_envs.data_lines(f"BFCL_v4_{category}.json")[:sample]:
             text = truths[question["id"]]
             calls = tuple(tuple(parse_call(call, bfcl_envs.OWNER) for call in turn) for turn in text)
             entries.append(Entry(question["id"], category, question, calls, text))
     return entries
-
-
-def data_lines(name: str) -> list[dict[str, Any]]:
-    """A JSON-lines file of BFCL's data, from the wheel or an installed bfcl_eval."""
-    import importlib.resources
-
-    text = importlib.resources.files("bfcl_eval").joinpath("data", name).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def parse_call(text: str, owner: Mapping[str, str]) -> Call:
@@ -108,11 +102,12 @@ def parse_call(text: str, owner: Mapping[str, str]) -> Call:
 
 def port(entries: Sequence[Entry], folder: str) -> dict[str, Any]:
     """The entries as one task file, to be written in this folder, as docs/porting.md says."""
-    from bench import bfcl_envs
     from bfcl_eval.constants.default_prompts import (  # type: ignore[import-not-found]
         DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC,
         MAXIMUM_STEP_LIMIT,
     )
+
+    from bench import bfcl_envs
 
     tools = [
         {"name": doc["name"], "description": doc.get("description", ""), "inputSchema": schema(doc["parameters"])}
@@ -125,7 +120,7 @@ def port(entries: Sequence[Entry], folder: str) -> dict[str, Any]:
         missed = {int(turn): names for turn, names in entry.question.get("missed_function", {}).items()}
         held_out = {name for names in missed.values() for name in names}
         turns = []
-        for number, (messages, calls) in enumerate(zip(entry.question["question"], entry.truth)):
+        for number, (messages, calls) in enumerate(zip(entry.question["question"], entry.truth, strict=True)):
             if len(messages) > 1 or any(message["role"] != "user" for message in messages):
                 raise ValueError(f"{entry.id}: turn {number + 1} is not one user message")
             turn: dict[str, Any] = {
@@ -139,14 +134,20 @@ def port(entries: Sequence[Entry], folder: str) -> dict[str, Any]:
         first, *later = turns
         config = {
             "classes": classes,
-            "scenario": {name: entry.question["initial_config"][name] for name in classes if name in entry.question["initial_config"]},
+            "scenario": {
+                name: entry.question["initial_config"][name]
+                for name in classes
+                if name in entry.question["initial_config"]
+            },
             "long_context": "long_context" in entry.category,
         }
         task: dict[str, Any] = {
             "id": entry.id,
             "category": entry.category,
             "prompt": first["prompt"],
-            "tools": [doc["name"] for name in classes for doc in bfcl_envs.function_docs(name) if doc["name"] not in held_out],
+            "tools": [
+                doc["name"] for name in classes for doc in bfcl_envs.function_docs(name) if doc["name"] not in held_out
+            ],
             "environment": {
                 "module": os.path.relpath(ENVIRONMENT, folder),
                 "class": "BfclWorld",
@@ -196,7 +197,11 @@ def world_of(entry: Entry) -> Any:
     from bench import bfcl_envs
 
     question = entry.question
-    scenario = {name: question["initial_config"][name] for name in question["involved_classes"] if name in question["initial_config"]}
+    scenario = {
+        name: question["initial_config"][name]
+        for name in question["involved_classes"]
+        if name in question["initial_config"]
+    }
     return bfcl_envs.BfclWorld(question["involved_classes"], scenario, "long_context" in entry.category)
 
 
@@ -212,7 +217,7 @@ def mutations(entry: Entry, seed: int = SEED) -> Iterator[tuple[str, Replay]]:
     with_args = [(t, c) for t, c in places if truth[t][c][1]]
     pairs = [(t, c) for t, c in places if c + 1 < len(truth[t]) and truth[t][c] != truth[t][c + 1]]
     later = [t for t, turn in enumerate(truth) if t > 0 and turn]
-    made = [turn and [*turn] for turn in truth]
+    made = [list(turn) for turn in truth]
 
     def pick(kind: str, choices: Sequence[Any]) -> Any:
         return random.Random(f"{seed}:{entry.id}:{kind}").choice(choices)
@@ -290,7 +295,7 @@ class ReplayAgent:
     SETTINGS = ()
     PLAYS_TOOLS = True
     IN_PROCESS = True
-    REPLAYS: dict[str, Replay] = {}  # by task id, set for each run
+    REPLAYS: ClassVar[dict[str, Replay]] = {}  # by task id, set for each run
 
     @classmethod
     def configure(cls, sources: Any) -> None:
@@ -349,7 +354,9 @@ def rule(bfcl: str, ours: tuple[str, str]) -> str:
     return RULES.get((bfcl, status), f"BFCL {bfcl}; ours {ours[1] or ours[0]}")
 
 
-def agreement(entries: Sequence[Entry], folder: str) -> tuple[dict[str, collections.Counter[str]], dict[str, collections.Counter[str]]]:
+def agreement(
+    entries: Sequence[Entry], folder: str
+) -> tuple[dict[str, collections.Counter[str]], dict[str, collections.Counter[str]]]:
     """Per kind of replay, the pairs of verdicts (BFCL's/ours) counted, and the differences counted by rule."""
     by_kind: dict[str, dict[str, Replay]] = collections.defaultdict(dict)
     for entry in entries:
@@ -375,9 +382,7 @@ def agreement(entries: Sequence[Entry], folder: str) -> tuple[dict[str, collecti
 
 def main(wheel: str, sample: int | None = None) -> None:
     use_wheel(wheel)
-    entries = read_entries()
-    if sample:
-        entries = [entry for category in CATEGORIES for entry in [e for e in entries if e.category == category][:sample]]
+    entries = read_entries(sample)
     calls = sum(len(turn) for entry in entries for turn in entry.truth)
     print(f"{len(entries)} entries, {sum(len(e.truth) for e in entries)} turns, {calls} ground-truth calls")
     with tempfile.TemporaryDirectory() as folder:
