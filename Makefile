@@ -22,9 +22,10 @@ test: $(VENV)/.installed
 dist:
 	$(PYTHON) tools/build_pyz.py dist/eval_agent.pyz
 
-$(VENV)/.installed: requirements-test.txt
+$(VENV)/.installed: requirements-test.txt requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 	touch $@
 
 clean:

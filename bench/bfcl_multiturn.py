@@ -1,21 +1,25 @@
 """BFCL's multi-turn categories through the harness, judged against BFCL's own multi-turn checker.
 
-Run: pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl
-     python3 bench/bfcl_multiturn.py /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl [N]   # N: the first N of each
+Run: make test (it installs bfcl-eval without its dependencies into .venv, and mpmath), then
+     .venv/bin/python bench/bfcl_multiturn.py [--sample N]
+or, with the wheel alone: pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl
+     python3 bench/bfcl_multiturn.py /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl
 
 The wheel holds BFCL's multi-turn questions (multi_turn_base, _miss_func, _miss_param, _long_context), their ground
-truths, the classes their tools run on and the checker; it is read in place (a zip on sys.path), nothing of it copied
-here (MathAPI needs mpmath installed). Each entry is ported as docs/porting.md says: one task per entry, its tools those
-of the classes it involves (a missed function added by `addTools` in the turn that gives it back), its environment
-bench/bfcl_envs.py's BfclWorld loaded with the entry's initial config, and per turn the ground truth's calls as an
-any-order trajectory with `"state": "reference"`. The ground truths are then played through the harness as an agent's
-replies (an agent in this process, in the stub's place), as are seeded mutations of them (a call left out, two
-swapped, a wrong value, a call made twice, a turn's calls made a turn early, a turn without calls); each is judged by
-the harness and by BFCL's checker, and the agreement is printed, every difference counted under the rule behind it.
+truths, the classes their tools run on and the checker; it is read in place (a zip on sys.path) or as installed,
+nothing of it copied here (BFCL's MathAPI needs mpmath). Each entry is ported as docs/porting.md says: one task per
+entry, its tools those of the classes it involves (a missed function added by `addTools` in the turn that gives it
+back), its environment bench/bfcl_envs.py's BfclWorld loaded with the entry's initial config, and per turn the ground
+truth's calls as an any-order trajectory with `"state": "reference"`. The ground truths are then played through the
+harness as an agent's replies (an agent in this process, in the stub's place), as are seeded mutations of them (a call
+left out, two swapped, a wrong value, a call made twice, a turn's calls made a turn early, a turn without calls); each
+is judged by the harness and by BFCL's checker, and the agreement is printed, every difference counted under the rule
+behind it.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import collections
 import contextlib
@@ -380,13 +384,21 @@ def agreement(
     return tally, rules
 
 
-def main(wheel: str, sample: int | None = None) -> None:
-    use_wheel(wheel)
-    entries = read_entries(sample)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="BFCL's multi-turn categories through the harness and BFCL's checker")
+    parser.add_argument("wheel", nargs="?", help="the bfcl-eval wheel (default: the bfcl_eval make test installs)")
+    parser.add_argument("--sample", type=int, metavar="N", help="only the first N entries of each category")
+    args = parser.parse_args(argv)
+    if args.wheel:
+        use_wheel(args.wheel)
+    entries = read_entries(args.sample)
     calls = sum(len(turn) for entry in entries for turn in entry.truth)
     print(f"{len(entries)} entries, {sum(len(e.truth) for e in entries)} turns, {calls} ground-truth calls")
     with tempfile.TemporaryDirectory() as folder:
-        tally, rules = agreement(entries, folder)
+        try:
+            tally, rules = agreement(entries, folder)
+        except RuntimeError as error:  # the harness refused the ported tasks, or failed
+            sys.exit(f"bfcl_multiturn: {error}")
     print(f"\n{'replay':<42} {'agree':>7} {'both pass':>9} {'both fail':>9} {'BFCL only':>9} {'ours only':>9}")
     for kind, counts in tally.items():
         agree = counts["pass/pass"] + counts["fail/fail"]
@@ -401,6 +413,4 @@ def main(wheel: str, sample: int | None = None) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or not os.path.isfile(sys.argv[1]):
-        sys.exit(__doc__.split("\n\n")[1])
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) == 3 else None)
+    main()

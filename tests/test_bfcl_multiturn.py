@@ -22,7 +22,7 @@ def bfcl() -> Any:
     skip without it, but under CI=true fail."""
     wheel = os.environ.get("BFCL_WHEEL")
     if not wheel and importlib.util.find_spec("bfcl_eval") is None:
-        why = "BFCL's tests need the bfcl-eval wheel: make test installs it, or set BFCL_WHEEL to its path"
+        why = "BFCL's tests need bfcl-eval: make test installs it (requirements-nodeps.txt), or set BFCL_WHEEL"
         if os.environ.get("CI") == "true":
             raise AssertionError(f"{why} (under CI=true a missing wheel is a failure)")
         raise unittest.SkipTest(why)
