@@ -343,19 +343,44 @@ def harness_verdicts(task_file: str, replays: Mapping[str, Replay], folder: str)
     return {row["id"]: (row["status"], f"{row.get('code') or ''} {row.get('reason') or ''}".strip()) for row in results}
 
 
-# The rules behind a difference: (BFCL's verdict, ours) → the rule. A pair not here is printed as it is.
-RULES = {
-    ("multi_turn:execution_response_mismatch", "pass"): "BFCL wants each expected call's result: an expected call, "
-    "made with the expected arguments, answered otherwise (made out of order); the harness judges the call",
-    ("pass", "fail"): "the harness judges the calls, BFCL their results: another argument or call gave the same "
-    "results and state",
-}
+# Why the harness and BFCL's checker differ, each rule found from the replay itself (see docs/porting.md).
+CALLS_NOT_RESULTS = (
+    "calls, not results: a call with another value (or another call) gave the results and the state BFCL expects; "
+    "the harness wants the expected call"
+)
+RESULTS_NOT_CALLS = (
+    "results, not calls: every expected call was made with its values, but one answered otherwise (made out of "
+    "order); BFCL wants the expected result"
+)
+ACROSS_TURNS = (
+    "across turns: an expected call of this turn was made in an earlier one; BFCL takes its result, the harness "
+    "judges each turn's calls on their own"
+)
 
 
-def rule(bfcl: str, ours: tuple[str, str]) -> str:
-    """Why the two verdicts differ."""
-    status = "pass" if ours[0] == "pass" else "fail"
-    return RULES.get((bfcl, status), f"BFCL {bfcl}; ours {ours[1] or ours[0]}")
+def rule(entry: Entry, replay: Replay, bfcl: str, ours: tuple[str, str]) -> str:
+    """The rule behind a difference between BFCL's verdict and ours, or the two verdicts when no rule explains it."""
+    missing = []  # (turn, call) of each expected call the replay's turn does not make
+    for number, (truth, steps) in enumerate(zip(entry.truth, replay, strict=True)):
+        made = [call_text(call) for step in steps for call in step]
+        for call in map(call_text, truth):
+            if call in made:
+                made.remove(call)
+            else:
+                missing.append((number, call))
+    earlier = [
+        call
+        for number, call in missing
+        if any(call_text(made) == call for steps in replay[:number] for step in steps for made in step)
+    ]
+    if bfcl == "pass" and not ours[1].startswith("state:"):
+        if missing and len(earlier) == len(missing):
+            return ACROSS_TURNS
+        if missing:
+            return CALLS_NOT_RESULTS
+    if bfcl == "multi_turn:execution_response_mismatch" and ours[0] == "pass" and not missing:
+        return RESULTS_NOT_CALLS
+    return f"no rule: BFCL {bfcl}; the harness {ours[1] or ours[0]}"
 
 
 def agreement(
@@ -368,10 +393,11 @@ def agreement(
             by_kind[kind][entry.id] = replay
     tally: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     rules: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    task_file = port(entries, folder)
     task_path = os.path.join(folder, "tasks.json")
-    with open(task_path, "w", encoding="utf-8") as f:
-        json.dump(port(entries, folder), f)
     for number, (kind, replays) in enumerate(by_kind.items()):
+        with open(task_path, "w", encoding="utf-8") as f:  # the tasks this kind of replay applies to
+            json.dump({**task_file, "tasks": [task for task in task_file["tasks"] if task["id"] in replays]}, f)
         ours = harness_verdicts(task_path, replays, folder)
         for entry in entries:
             if entry.id not in replays:
@@ -380,7 +406,7 @@ def agreement(
             mine = ours[entry.id]
             tally[kind][f"{'pass' if theirs == 'pass' else 'fail'}/{'pass' if mine[0] == 'pass' else 'fail'}"] += 1
             if (theirs == "pass") != (mine[0] == "pass"):
-                rules[kind][rule(theirs, mine)] += 1
+                rules[kind][rule(entry, replays[entry.id], theirs, mine)] += 1
     return tally, rules
 
 

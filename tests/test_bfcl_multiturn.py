@@ -94,6 +94,24 @@ class BfclMultiTurn(unittest.TestCase):
                     self.assertEqual(verdicts["a turn answered without calls"], "multi_turn:empty_turn_model_response")
                 self.assertEqual(verdicts["a state-changing call left out"][:11], "multi_turn:")
 
+    def test_a_difference_is_counted_under_the_rule_its_replay_shows(self) -> None:
+        entry = next(entry for entry in self.entries if entry.id == "multi_turn_base_1")
+        replays = dict(self.bench.mutations(entry))
+        swapped = replays["two calls swapped"]  # mv before cd: the expected calls, the move answering an error
+        theirs = self.bench.bfcl_verdict(entry, swapped, "rules")
+        self.assertEqual(theirs, "multi_turn:execution_response_mismatch")
+        self.assertEqual(self.bench.rule(entry, swapped, theirs, ("pass", "")), self.bench.RESULTS_NOT_CALLS)
+        # Verdicts as the two would give them where a call with another value, or one made a turn early, is judged.
+        other = ("fail", "turn 2: a call with other values")
+        self.assertEqual(self.bench.rule(entry, replays["a wrong value"], "pass", other), self.bench.CALLS_NOT_RESULTS)
+        early = replays["a turn's calls made a turn early"]
+        self.assertEqual(self.bench.rule(entry, early, "pass", other), self.bench.ACROSS_TURNS)
+        truth = replays[self.bench.GROUND_TRUTH[0]]
+        self.assertEqual(
+            self.bench.rule(entry, truth, "pass", ("fail", "state:mismatch at $.x")),
+            "no rule: BFCL pass; the harness state:mismatch at $.x",
+        )
+
     def test_a_ground_truth_call_has_its_positional_arguments_named_from_the_method(self) -> None:
         from bench import bfcl_envs
 
