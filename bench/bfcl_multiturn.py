@@ -136,15 +136,6 @@ def port(entries: Sequence[Entry], folder: str) -> dict[str, Any]:
                 turn["addTools"] = missed[number]
             turns.append(turn)
         first, *later = turns
-        config = {
-            "classes": classes,
-            "scenario": {
-                name: entry.question["initial_config"][name]
-                for name in classes
-                if name in entry.question["initial_config"]
-            },
-            "long_context": "long_context" in entry.category,
-        }
         task: dict[str, Any] = {
             "id": entry.id,
             "category": entry.category,
@@ -155,7 +146,7 @@ def port(entries: Sequence[Entry], folder: str) -> dict[str, Any]:
             "environment": {
                 "module": os.path.relpath(ENVIRONMENT, folder),
                 "class": "BfclWorld",
-                "config": config,
+                "config": world_config(entry),
             },
             "maxSteps": MAXIMUM_STEP_LIMIT,
             "expect": {"firstTurn": first["expect"]} if "expect" in first else {},
@@ -180,8 +171,6 @@ def call_text(call: Call) -> str:
 
 def state_changes(entry: Entry) -> list[list[bool]]:
     """For each ground-truth call, whether it changes the state, run in order on a fresh world."""
-    from bench import bfcl_envs
-
     world = world_of(entry)
     changes = []
     for turn in entry.truth:
@@ -192,21 +181,25 @@ def state_changes(entry: Entry) -> list[list[bool]]:
                 getattr(world, name)(**copy.deepcopy(args))
             changed.append(world.state() != before)
         changes.append(changed)
-    assert isinstance(world, bfcl_envs.BfclWorld)
     return changes
 
 
+def world_config(entry: Entry) -> dict[str, Any]:
+    """The config of the entry's environment: its classes, their initial config, and whether its data is long."""
+    initial = entry.question["initial_config"]
+    classes = entry.question["involved_classes"]
+    return {
+        "classes": classes,
+        "scenario": {name: initial[name] for name in classes if name in initial},
+        "long_context": "long_context" in entry.category,
+    }
+
+
 def world_of(entry: Entry) -> Any:
-    """A fresh environment for the entry, as the harness makes one from the ported task's config."""
+    """A fresh environment for the entry, made from the ported task's config as the harness makes one."""
     from bench import bfcl_envs
 
-    question = entry.question
-    scenario = {
-        name: question["initial_config"][name]
-        for name in question["involved_classes"]
-        if name in question["initial_config"]
-    }
-    return bfcl_envs.BfclWorld(question["involved_classes"], scenario, "long_context" in entry.category)
+    return bfcl_envs.BfclWorld(**world_config(entry))
 
 
 def mutations(entry: Entry, seed: int = SEED) -> Iterator[tuple[str, Replay]]:
