@@ -106,6 +106,13 @@ class BfclMultiTurn(unittest.TestCase):
         self.assertEqual(self.bench.rule(entry, replays["a wrong value"], "pass", other), self.bench.CALLS_NOT_RESULTS)
         early = replays["a turn's calls made a turn early"]
         self.assertEqual(self.bench.rule(entry, early, "pass", other), self.bench.ACROSS_TURNS)
+        # BFCL finding another state after a turn, the harness passing: the same state at the end, or no rule.
+        mismatch = "multi_turn:instance_state_mismatch"
+        self.assertEqual(self.bench.rule(entry, early, mismatch, ("pass", "")), self.bench.END_STATE_ONLY)
+        self.assertEqual(
+            self.bench.rule(entry, replays["a state-changing call left out"], mismatch, ("pass", "")),
+            f"no rule: BFCL {mismatch}; the harness pass",
+        )
         truth = replays[self.bench.GROUND_TRUTH[0]]
         self.assertEqual(
             self.bench.rule(entry, truth, "pass", ("fail", "state:mismatch at $.x")),
@@ -141,8 +148,12 @@ class BfclMultiTurn(unittest.TestCase):
                     {"tool": "mv", "argValues": {"source": ["final_report.pdf"], "destination": ["temp"]}},
                 ],
                 "order": "any-order",
-                "state": "reference",
             },
+        )
+        self.assertEqual(task["expect"]["state"], "reference")  # the end state, as BFCL's ground truth leaves it
+        self.assertEqual(
+            [step["tool"] for step in task["expect"]["trajectory"]],
+            ["cd", "mkdir", "mv", "cd", "grep", "sort", "cd", "mv", "cd", "diff"],
         )
         # BFCL's turns 3 (nothing to call: sort is missing) and 4 (sort given back, with BFCL's own words)
         self.assertEqual(task["turns"][1], {"prompt": entry.question["question"][2][0]["content"]})
@@ -153,7 +164,6 @@ class BfclMultiTurn(unittest.TestCase):
                 "expect": {
                     "trajectory": [{"tool": "sort", "argValues": {"file_name": ["final_report.pdf"]}}],
                     "order": "any-order",
-                    "state": "reference",
                 },
                 "addTools": ["sort"],
             },
@@ -162,10 +172,13 @@ class BfclMultiTurn(unittest.TestCase):
             task["environment"]["config"],
             {
                 "classes": ["TwitterAPI", "GorillaFileSystem"],
-                "scenario": entry.question["initial_config"],
+                "scenario": self.bench.literal(entry.question["initial_config"]),
                 "long_context": False,
             },
         )
+        # Every $ written $$, which the loader reads back as $: a ${...} in BFCL's text is no placeholder of ours.
+        self.assertEqual(entry.question["initial_config"]["TwitterAPI"]["password"], "Kj8#mP9$vL2")
+        self.assertEqual(task["environment"]["config"]["scenario"]["TwitterAPI"]["password"], "Kj8#mP9$$vL2")
 
     @unittest.expectedFailure  # until the task keys of issue 24 (environment, turn objects, state) are on main
     def test_the_sample_through_the_harness_passes_every_ground_truth(self) -> None:
