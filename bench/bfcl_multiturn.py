@@ -31,7 +31,7 @@ import os
 import random
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from unittest import mock
@@ -325,8 +325,7 @@ class ReplayAgent:
 
     NAME = "stub"
     SETTINGS = ()
-    PLAYS_TOOLS = True
-    IN_PROCESS = True
+    PLAYS_TOOLS = True  # not IN_PROCESS: trials run side by side, each environment in its own worker
     REPLAYS: ClassVar[dict[str, Replay]] = {}  # by task id, set for each run
 
     @classmethod
@@ -428,13 +427,15 @@ def final_state(entry: Entry, replay: Replay) -> Any:
 
 
 def agreement(
-    entries: Sequence[Entry], folder: str
+    entries: Sequence[Entry], folder: str, kinds: Collection[str] = ()
 ) -> tuple[dict[str, collections.Counter[str]], dict[str, collections.Counter[str]]]:
-    """Per kind of replay, the pairs of verdicts (BFCL's/ours) counted, and the differences counted by rule."""
+    """Per kind of replay (these kinds, or all), the pairs of verdicts (BFCL's/ours) counted, and the differences
+    counted by rule."""
     by_kind: dict[str, dict[str, Replay]] = collections.defaultdict(dict)
     for entry in entries:
         for kind, replay in mutations(entry):
-            by_kind[kind][entry.id] = replay
+            if not kinds or kind in kinds:
+                by_kind[kind][entry.id] = replay
     tally: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     rules: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     task_file = port(entries, folder)

@@ -180,14 +180,15 @@ class BfclMultiTurn(unittest.TestCase):
         self.assertEqual(entry.question["initial_config"]["TwitterAPI"]["password"], "Kj8#mP9$vL2")
         self.assertEqual(task["environment"]["config"]["scenario"]["TwitterAPI"]["password"], "Kj8#mP9$$vL2")
 
-    @unittest.expectedFailure  # until the task keys of issue 24 (environment, turn objects, state) are on main
-    def test_the_sample_through_the_harness_passes_every_ground_truth(self) -> None:
+    @unittest.expectedFailure  # until the task keys of issue 24 (environment, expect.state) are on main
+    def test_the_sample_through_the_harness_passes_every_ground_truth_and_differs_from_bfcl_only_by_rule(self) -> None:
+        kinds = {*self.bench.GROUND_TRUTH, "two calls swapped"}
         with tempfile.TemporaryDirectory() as folder:
-            tally, rules = self.bench.agreement(self.entries, folder)
+            tally, rules = self.bench.agreement(self.entries, folder, kinds)
         for kind in self.bench.GROUND_TRUTH:
             self.assertEqual(tally[kind], {"pass/pass": len(self.entries)}, rules[kind])
-        self.assertEqual(sum(sum(counts.values()) for counts in tally.values()), sum(
-            1 for entry in self.entries for _ in self.bench.mutations(entry)))  # fmt: skip
+        self.assertEqual(sum(tally["two calls swapped"].values()), len(self.entries))
+        self.assertEqual(set(rules["two calls swapped"]), {self.bench.RESULTS_NOT_CALLS})  # each one the sample has
 
 
 if __name__ == "__main__":
