@@ -383,6 +383,10 @@ ACROSS_TURNS = (
     "across turns: an expected call of this turn was made in an earlier one; BFCL takes its result, the harness "
     "judges each turn's calls on their own"
 )
+ONE_TURN_BY_STATE = (
+    "one turn, its end state: a task of one turn has no turn expectation of its own, and its expected calls make the "
+    "reference state rather than being judged one by one; BFCL also wants each expected call's result"
+)
 END_STATE_ONLY = (
     "the end state: the replay ends in the expected state but passed through another after a turn; BFCL checks the "
     "state after each turn, the harness at the end"
@@ -409,8 +413,11 @@ def rule(entry: Entry, replay: Replay, bfcl: str, ours: tuple[str, str]) -> str:
             return ACROSS_TURNS
         if missing:
             return CALLS_NOT_RESULTS
-    if bfcl == "multi_turn:execution_response_mismatch" and ours[0] == "pass" and not missing:
-        return RESULTS_NOT_CALLS
+    if bfcl == "multi_turn:execution_response_mismatch" and ours[0] == "pass":
+        if not missing:
+            return RESULTS_NOT_CALLS
+        if len(entry.truth) == 1:
+            return ONE_TURN_BY_STATE
     if bfcl == "multi_turn:instance_state_mismatch" and ours[0] == "pass":
         if final_state(entry, replay) == final_state(entry, tuple(((*calls,),) for calls in entry.truth)):
             return END_STATE_ONLY

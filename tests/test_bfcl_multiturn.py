@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -112,6 +113,12 @@ class BfclMultiTurn(unittest.TestCase):
         self.assertEqual(
             self.bench.rule(entry, replays["a state-changing call left out"], mismatch, ("pass", "")),
             f"no rule: BFCL {mismatch}; the harness pass",
+        )
+        one_turn = dataclasses.replace(entry, truth=entry.truth[:1], truth_text=entry.truth_text[:1])
+        first_left_out = (tuple((call,) for call in entry.truth[0][1:]),)
+        self.assertEqual(
+            self.bench.rule(one_turn, first_left_out, "multi_turn:execution_response_mismatch", ("pass", "")),
+            self.bench.ONE_TURN_BY_STATE,
         )
         truth = replays[self.bench.GROUND_TRUTH[0]]
         self.assertEqual(
