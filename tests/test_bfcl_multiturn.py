@@ -187,7 +187,6 @@ class BfclMultiTurn(unittest.TestCase):
         self.assertEqual(entry.question["initial_config"]["TwitterAPI"]["password"], "Kj8#mP9$vL2")
         self.assertEqual(task["environment"]["config"]["scenario"]["TwitterAPI"]["password"], "Kj8#mP9$$vL2")
 
-    @unittest.expectedFailure  # until the task keys of issue 24 (environment, expect.state) are on main
     def test_the_sample_through_the_harness_passes_every_ground_truth_and_differs_from_bfcl_only_by_rule(self) -> None:
         kinds = {*self.bench.GROUND_TRUTH, "two calls swapped"}
         with tempfile.TemporaryDirectory() as folder:
