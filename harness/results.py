@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from harness.files import read_capped
 from harness.records import ConfigError, EndState, Result, ResultSource, Summary, Task, ToolCall, ToolResult, Turn
-from harness.text import count, kind, sha256_hex
+from harness.text import count, expected_text, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
@@ -225,7 +225,7 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
         "category": task.category,
         "sha256": task.sha256,
         "blocking": task.blocking,
-        "expected": task.expect.describe(),
+        "expected": expected_text(task),
         "prompt": task.prompt,
         "status": "pass" if passes == len(trials) else "fail" if "fail" in statuses else "error",
         "code": miss["code"] if miss else None,

@@ -10,7 +10,7 @@ from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from harness.records import Summary
+from harness.records import Summary, Task
 
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
@@ -42,6 +42,16 @@ def percent(value: Fraction | Decimal, places: int = 0) -> str:
     if isinstance(value, Fraction):
         value = Decimal(value.numerator) / Decimal(value.denominator)
     return f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN).normalize():f}"
+
+
+def expected_text(task: Task) -> str:
+    """What passes a task: its expectation's calls, and the end state they must reach when it checks one."""
+    said = task.expect.describe()
+    if task.state is None:
+        return said
+    if task.state.reference is not None:
+        return f"the end state of {said}, reached by any order or path"
+    return f"{said}, ending in a state that holds {clip(json.dumps(task.state.match, ensure_ascii=False), 200)}"
 
 
 def clip(text: str, limit: int) -> str:

@@ -21,6 +21,7 @@ from harness.results import STATE_LIMIT, task_entry
 from harness.running import run_task
 from harness.scoring import ABSENT, state_mismatch
 from harness.taskfile import load_task_file
+from harness.text import expected_text
 from tests.providers import Event, conversation_fake
 from tests.support import DATA, SCRIPT, InProcessAgent, TempDirTestCase, clean_env, run_cli
 
@@ -196,6 +197,20 @@ class StateMismatch(unittest.TestCase):
 
 
 class EndStates(Calling):
+    def test_what_a_task_expects_says_the_end_state_it_checks(self) -> None:
+        match = self.task({"tool": "fs.write", "state": {"match": {"files": {"a.txt": "hi"}}}})
+        reference = self.task(
+            {"tool": "fs.write", "argValues": {"path": ["a.txt"], "text": ["hi"]}, "state": "reference"}
+        )
+        self.assertEqual(
+            [expected_text(match), expected_text(reference)],
+            [
+                'fs.write(), ending in a state that holds {"files": {"a.txt": "hi"}}',
+                "the end state of fs.write(path, text), reached by any order or path",
+            ],
+        )
+        self.assertEqual(expected_text(self.task({"tool": "fs.write"})), "fs.write()")
+
     def test_a_match_passes_on_the_state_the_calls_made(self) -> None:
         task = self.task({"tool": "fs.write", "state": {"match": {"files": {"a.txt": "hi"}}}})
         result = run_task(self.agent(("fs.write", {"path": "a.txt", "text": "hi"})), task)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.records import Task, TaskFile
 from harness.results import explaining_trial
-from harness.text import calls_text, count, millis, printable, turn_marks
+from harness.text import calls_text, count, expected_text, millis, printable, turn_marks
 
 if TYPE_CHECKING:
     from harness.config import Config
@@ -73,7 +73,7 @@ def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Ma
         f"dry run: {plan}",
         f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}"
         + (f", {shown}" if shown else ""),
-        *(f"  {task.id:<{width}}  {task.category}  expects {task.expect.describe()}{_over(task)}" for task in tasks),
+        *(f"  {task.id:<{width}}  {task.category}  expects {expected_text(task)}{_over(task)}" for task in tasks),
         "nothing was sent",
     ]
 
