@@ -14,7 +14,7 @@ from unittest import mock
 
 from backends import BACKENDS
 from eval_agent import configure
-from harness.environments import MAX_OUTPUT, World, WorldError, check_environments
+from harness.environments import MAX_DEPTH, MAX_OUTPUT, World, WorldError, check_environments
 from harness.leaks import Secrets
 from harness.records import AgentRequest, AgentSurface, ConfigError, Environment, Outcome, Reply, Task, ToolCall
 from harness.results import STATE_LIMIT, task_entry
@@ -163,6 +163,26 @@ class HostileEnvironments(unittest.TestCase):
             "(TypeError: Object of type set is not JSON serializable)",
         )
 
+    def test_a_method_that_returns_json_nested_too_deeply_to_judge(self) -> None:
+        self.assertEqual(
+            self.failure("deep"),
+            f"the environment failed: Hostile.deep returned JSON nested more than {MAX_DEPTH} levels",
+        )
+
+    def test_a_method_that_writes_what_is_not_json_where_the_answers_go(self) -> None:
+        self.assertEqual(self.failure("scribble"), "the environment failed: it answered what is not JSON: not json")
+
+    def test_a_state_nested_too_deeply_to_judge(self) -> None:
+        deep = Environment(module=HOSTILE, class_name="DeepState", config={}, methods={"h": "ping"}, timeout=1.0)
+        opened = World(deep)
+        self.addCleanup(opened.close)
+        with self.assertRaises(WorldError) as caught:
+            opened.state()
+        self.assertEqual(
+            str(caught.exception),
+            f"the environment failed: DeepState.state returned JSON nested more than {MAX_DEPTH} levels",
+        )
+
     def test_a_module_that_fails_to_import(self) -> None:
         broken = spec(os.path.join(ENVS, "fails_to_import.py"))
         opened = World(broken)
@@ -277,6 +297,19 @@ class EndStates(Calling):
             ),
         )
         self.assertIsNone(result.end)
+
+    def test_a_result_nested_too_deeply_is_its_trials_error_not_the_harnesss(self) -> None:
+        environment = {"module": HOSTILE, "class": "Hostile", "timeout": 1, "methods": {"fs.ls": "deep"}}
+        task = self.task({"tool": "fs.ls"}, environment=environment)
+        result = run_task(self.agent(("fs.ls", {})), task, hidden=Secrets({"s3cr3t-value-1234": "TOKEN"}))
+        self.assertEqual(
+            result.outcome,
+            Outcome(
+                "error",
+                "tool:environment",
+                f"the environment failed: Hostile.deep returned JSON nested more than {MAX_DEPTH} levels",
+            ),
+        )
 
     def test_a_secret_in_the_final_state_is_masked(self) -> None:
         task = self.task({"tool": "fs.write"})

@@ -52,3 +52,37 @@ class Hostile:
     def ping(self) -> str:
         """Answers."""
         return "pong"
+
+    def deep(self) -> list[object]:
+        """Returns JSON nested deeper than any tool's answer, deep enough to exhaust a recursion over it."""
+        nested: list[object] = []
+        for _ in range(600):
+            nested = [nested]
+        return nested
+
+    def scribble(self) -> str:
+        """Writes a line that is not JSON to every pipe it holds beyond the standard three: the answers' among them."""
+        import stat
+
+        for fd in range(3, 64):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    os.write(fd, b"not json\n")
+            except OSError:
+                pass
+        return "done"
+
+
+class DeepState:
+    """An environment whose state is nested too deeply to be judged."""
+
+    def ping(self) -> str:
+        """Answers."""
+        return "pong"
+
+    def state(self) -> dict[str, object]:
+        """Nested 600 levels deep."""
+        nested: dict[str, object] = {}
+        for _ in range(600):
+            nested = {"a": nested}
+        return nested
