@@ -124,9 +124,7 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets, by_st
             "conversation:max-steps",
             f"still calling tools after {max_steps} model calls in one turn (last: {called}); maxSteps stopped it",
         )
-    if by_state:
-        return PASS  # the calls are judged by the state they end in, against the reference's: any order, any path
-    if not reply.tool_calls:
+    if not reply.tool_calls:  # by state too: expected calls that change nothing leave the reference the start state
         wanted = (
             expect.tool
             if isinstance(expect, ExpectTool)
@@ -135,6 +133,8 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets, by_st
         return Outcome(
             "fail", "tool:no-call", f"expected {wanted}, got {'a refusal' if reply.refused else 'no tool call'}"
         )
+    if by_state:
+        return PASS  # the calls are judged by the state they end in, against the reference's: any order, any path
     if isinstance(expect, ExpectTrajectory):
         outcome = _score_trajectory(expect, reply.tool_calls)
     else:

@@ -278,6 +278,14 @@ class EndStates(Calling):
             Outcome("fail", "state:mismatch", 'the state at $.files.b is nothing, expected the reference\'s "2"'),
         )
 
+    def test_the_reference_fails_a_reply_that_called_nothing_where_the_expected_calls_change_nothing(self) -> None:
+        task = self.task({"trajectory": [{"tool": "fs.read", "argValues": {"path": ["a"]}}], "state": "reference"})
+        self.assertEqual(
+            run_task(self.agent(), task).outcome,
+            Outcome("fail", "tool:no-call", "expected the calls fs.read, got no tool call"),
+        )
+        self.assertEqual(run_task(self.agent(("fs.ls", {})), task).outcome, Outcome("pass"))  # another path passes
+
     def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
         task = self.task({"tool": "fs.write"})
         result = run_task(self.agent(("fs.write", {"path": "a", "text": "x" * (STATE_LIMIT + 10)})), task)
