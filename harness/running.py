@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import nullcontext
 from functools import partial
 
 from harness.conversation import converse, whole_reply
@@ -36,7 +37,8 @@ def run_task(
     """
     started = time.perf_counter()
     end = None
-    with world_of(task, hidden) as world:
+    # An agent that runs its own tools never calls the environment: its untouched state would be no final state.
+    with world_of(task, hidden) if backend.PLAYS_TOOLS else nullcontext() as world:
         turns, conversation_id = converse(backend, task, tools, world)
         duration_ms = (time.perf_counter() - started) * 1000  # the agent's time: the end state's check is ours
         reply = whole_reply(turns)

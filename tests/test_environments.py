@@ -286,6 +286,14 @@ class EndStates(Calling):
         )
         self.assertEqual(run_task(self.agent(("fs.ls", {})), task).outcome, Outcome("pass"))  # another path passes
 
+    def test_an_agent_that_runs_its_own_tools_has_no_final_state_recorded(self) -> None:
+        """An http or command agent's calls never reach the environment: its untouched state is no final state."""
+        agent = self.agent(("fs.write", {"path": "a", "text": "hi"}))
+        agent.PLAYS_TOOLS = False
+        result = run_task(agent, self.task({"tool": "fs.write"}))
+        self.assertEqual((result.outcome, result.end), (Outcome("pass"), None))
+        self.assertNotIn("finalState", task_entry(self.task({"tool": "fs.write"}), [result])["trialResults"][0])
+
     def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
         task = self.task({"tool": "fs.write"})
         result = run_task(self.agent(("fs.write", {"path": "a", "text": "x" * (STATE_LIMIT + 10)})), task)
