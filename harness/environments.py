@@ -76,10 +76,6 @@ class World:
         """The instance's state() as JSON, or its public attributes."""
         return self._ask({"op": "state"})["state"]
 
-    def fresh(self) -> None:
-        """A new instance in place of the one there is."""
-        self._made(self._ask({"op": "new"}))
-
     def end(self, task: Task) -> tuple[EndState, str | None]:
         """The final state, and why it is not what the task expects (None when it is, or nothing is expected)."""
         state = self.state()
@@ -88,11 +84,15 @@ class World:
             return EndState(state), None
         if expected.reference is None:
             return EndState(state), state_problem(expected.match, state)
-        self.fresh()
-        for call in expected.reference:
-            if call.name not in task.tool_results and self.implements(call.name):
-                self.call(call)
-        reference = self.state()
+        # A worker of its own: what the agent's calls left in the class or the module must not be the reference's start.
+        made = World(self.spec, self.hidden)
+        try:
+            for call in expected.reference:
+                if call.name not in task.tool_results and made.implements(call.name):
+                    made.call(call)
+            reference = made.state()
+        finally:
+            made.close()
         digest = sha256_hex(canonical_json(reference).encode("utf-8"))
         return EndState(state, digest), state_problem(reference, state, reference=True)
 

@@ -100,13 +100,6 @@ class TheWorker(unittest.TestCase):
         self.addCleanup(opened.close)
         self.assertEqual([opened.implements(tool["name"]) for tool in TOOLS], [True, True, True, False])
 
-    def test_a_fresh_instance_forgets_what_the_last_one_did(self) -> None:
-        opened = World(spec())
-        self.addCleanup(opened.close)
-        opened.call(ToolCall("fs.write", {"path": "b", "text": "hi"}))
-        opened.fresh()
-        self.assertEqual(opened.state(), {"files": {}})
-
     def test_the_harness_secrets_stay_out_of_the_workers_environment(self) -> None:
         methods = {"fs.read": "variable"}
         counter = Environment(module=os.path.join(ENVS, "counter.py"), class_name="Counter", config={}, methods=methods)
@@ -293,6 +286,17 @@ class EndStates(Calling):
         result = run_task(agent, self.task({"tool": "fs.write"}))
         self.assertEqual((result.outcome, result.end), (Outcome("pass"), None))
         self.assertNotIn("finalState", task_entry(self.task({"tool": "fs.write"}), [result])["trialResults"][0])
+
+    def test_the_reference_is_made_in_a_worker_of_its_own_that_the_trial_did_not_touch(self) -> None:
+        """A class attribute the trial's instance wrote was the reference's start: an extra write passed."""
+        environment = {"module": os.path.join(ENVS, "classwide.py"), "class": "SharedFiles"}
+        steps = [{"tool": "fs.write", "argValues": {"path": ["a"], "text": ["1"]}}]
+        task = self.task({"trajectory": steps, "state": "reference"}, environment=environment)
+        extra = self.agent(("fs.write", {"path": "a", "text": "1"}), ("fs.write", {"path": "junk", "text": "2"}))
+        self.assertEqual(
+            run_task(extra, task).outcome,
+            Outcome("fail", "state:mismatch", 'the state at $.files.junk is "2", expected the reference\'s nothing'),
+        )
 
     def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
         task = self.task({"tool": "fs.write"})
