@@ -11,6 +11,7 @@ import atexit
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -266,6 +267,7 @@ def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=environ,
+        start_new_session=True,  # a group of its own: the processes the user's code starts are ended with it
     )
     with _LIVE_LOCK:
         _LIVE.add(process)
@@ -273,8 +275,10 @@ def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.kill()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the worker, and what the user's code started that is still there
+    except ProcessLookupError:
+        pass
     try:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:

@@ -156,6 +156,18 @@ class HostileEnvironments(unittest.TestCase):
             "(TypeError: Object of type set is not JSON serializable)",
         )
 
+    def test_a_process_the_environment_started_ends_with_its_worker(self) -> None:
+        hostile = Environment(module=HOSTILE, class_name="Hostile", config={}, methods={"h": "spawn"}, timeout=5.0)
+        opened = World(hostile)
+        self.addCleanup(opened.close)
+        child = opened.call(ToolCall("h", {})).content
+        self.addCleanup(_end, child)  # when the test fails
+        opened.close()
+        deadline = time.monotonic() + 10
+        while _alive(child):
+            self.assertLess(time.monotonic(), deadline, "a process the environment started outlived its worker")
+            time.sleep(0.05)
+
     def test_a_method_that_returns_json_nested_too_deeply_to_judge(self) -> None:
         self.assertEqual(
             self.failure("deep"),
@@ -546,3 +558,10 @@ def _alive(pid: int) -> bool:
     # A zombie is dead but for its parent's wait: its parent (the run) has ended, so init reaps it.
     with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
         return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def _end(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -53,6 +53,12 @@ class Hostile:
         """Answers."""
         return "pong"
 
+    def spawn(self) -> int:
+        """Starts a process of its own, which would outlive the worker, and answers its pid."""
+        import subprocess
+
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
+
     def deep(self) -> list[object]:
         """Returns JSON nested deeper than any tool's answer, deep enough to exhaust a recursion over it."""
         nested: list[object] = []
