@@ -532,12 +532,13 @@ class FromTheCommandLine(Calling):
         while not _read(pid_file):
             self.assertLess(time.monotonic(), deadline, "the worker never started its hanging call")
             time.sleep(0.05)
-        worker = int(_read(pid_file))
+        worker, child = map(int, _read(pid_file).split())
+        self.addCleanup(_end, child)  # when the test fails
         run.send_signal(signum)
         code = run.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while _alive(worker):
-            self.assertLess(time.monotonic(), deadline, "the worker outlived the run")
+        while _alive(worker) or _alive(child):
+            self.assertLess(time.monotonic(), deadline, "the worker, or a process it started, outlived the run")
             time.sleep(0.05)
         return code
 

@@ -11,11 +11,12 @@ class Hostile:
     """Each method misbehaves in its own way."""
 
     def hang(self) -> None:
-        """Never answers (writes its pid first, for a test that looks for orphans)."""
+        """Never answers (first starts a process of its own and writes both pids, for a test that looks for orphans)."""
         pid_file = os.environ.get("HOSTILE_PID_FILE")
         if pid_file:
+            child = self.spawn()
             with open(pid_file, "w", encoding="utf-8") as f:
-                f.write(str(os.getpid()))
+                f.write(f"{os.getpid()} {child}")
         print("about to hang", file=sys.stderr, flush=True)
         time.sleep(3600)
 
