@@ -22,16 +22,13 @@ from typing import IO, Any
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult
 from harness.scoring import state_problem
-from harness.text import canonical_json, clip, sha256_hex
+from harness.text import JSON_DEPTH, canonical_json, clip, nested_deeper, sha256_hex
 
 CODE = "tool:environment"
 MAX_OUTPUT = 1024 * 1024  # bytes the user's code may print over a trial
 MAX_ANSWER = 16 * 1024 * 1024  # bytes of one answer: a result or a state
 STDERR_TAIL = 2000  # characters of the worker's last output a reason quotes
 STDERR_LINES = 5
-# Levels of JSON in a result or a state, far past any real one: the harness masks, judges and writes them by
-# recursion, which a deeper one would exhaust.
-MAX_DEPTH = 100
 # The worker is the harness's own module, found where the harness is (a folder or the .pyz), run by its path on
 # sys.path so that no PYTHONPATH or folder of the user's can put another harness in its place.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,8 +143,8 @@ class World:
         what = f"{self.spec.class_name}.{request['method'] if request['op'] == 'call' else request['op']}"
         if "notJson" in answer:
             raise self._failed(f"{what} returned what is not JSON ({answer['notJson']})")
-        if _deeper_than(answer, MAX_DEPTH + 1):  # +1: the answer's own object
-            raise self._failed(f"{what} returned JSON nested more than {MAX_DEPTH} levels")
+        if nested_deeper(answer, JSON_DEPTH + 1):  # +1: the answer's own object
+            raise self._failed(f"{what} returned JSON nested more than {JSON_DEPTH} levels")
         return answer
 
     def _failed(self, what: str) -> WorldError:
@@ -188,21 +185,6 @@ class World:
                 if self.printed > MAX_OUTPUT and self.process is not None:
                     self.process.kill()
                     return
-
-
-def _deeper_than(value: Any, levels: int) -> bool:
-    """Whether a JSON value nests more than this many arrays and objects (walked without recursion)."""
-    level: list[Any] = [value]
-    for _ in range(levels):
-        level = [
-            item
-            for node in level
-            if isinstance(node, (list, dict))
-            for item in (node.values() if isinstance(node, dict) else node)
-        ]
-        if not level:
-            return False
-    return any(isinstance(node, (list, dict)) for node in level)
 
 
 @contextmanager

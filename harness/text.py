@@ -23,6 +23,9 @@ MISSING = ("", "undefined", "null", "None")  # what JavaScript and Python print 
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps with an option makes one a call
+# Levels of JSON in a tool's result or an environment's state, far past any real one: the harness echoes, masks,
+# judges and writes them by recursion, which a deeper one would exhaust.
+JSON_DEPTH = 100
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 # Why the gate failed, as the headline says it; the results file keeps the codes.
 REASONS = {
@@ -102,6 +105,21 @@ def json_bytes(value: Any) -> bytes:
     """The value as UTF-8 JSON, a lone surrogate (half an emoji an agent cut) as the \\udXXX escape that reads back as
     it: inside a JSON string, which is the only place one can be, that is what backslashreplace writes."""
     return ENCODE_JSON(value).encode("utf-8", "backslashreplace")
+
+
+def nested_deeper(value: Any, levels: int) -> bool:
+    """Whether a JSON value nests more than this many arrays and objects (walked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(levels):
+        level = [
+            item
+            for node in level
+            if isinstance(node, (list, dict))
+            for item in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return any(isinstance(node, (list, dict)) for node in level)
 
 
 def kind(value: Any) -> str:

@@ -14,14 +14,14 @@ from unittest import mock
 
 from backends import BACKENDS
 from eval_agent import configure
-from harness.environments import MAX_DEPTH, MAX_OUTPUT, World, WorldError, check_environments
+from harness.environments import MAX_OUTPUT, World, WorldError, check_environments
 from harness.leaks import Secrets
 from harness.records import AgentRequest, AgentSurface, ConfigError, Environment, Outcome, Reply, Task, ToolCall
 from harness.results import STATE_LIMIT, task_entry
 from harness.running import run_task
 from harness.scoring import ABSENT, state_mismatch
 from harness.taskfile import load_task_file
-from harness.text import expected_text
+from harness.text import JSON_DEPTH, expected_text
 from tests.providers import Event, conversation_fake
 from tests.support import DATA, SCRIPT, InProcessAgent, TempDirTestCase, clean_env, run_cli
 
@@ -171,7 +171,7 @@ class HostileEnvironments(unittest.TestCase):
     def test_a_method_that_returns_json_nested_too_deeply_to_judge(self) -> None:
         self.assertEqual(
             self.failure("deep"),
-            f"the environment failed: Hostile.deep returned JSON nested more than {MAX_DEPTH} levels",
+            f"the environment failed: Hostile.deep returned JSON nested more than {JSON_DEPTH} levels",
         )
 
     def test_a_method_that_writes_what_is_not_json_where_the_answers_go(self) -> None:
@@ -185,7 +185,7 @@ class HostileEnvironments(unittest.TestCase):
             opened.state()
         self.assertEqual(
             str(caught.exception),
-            f"the environment failed: DeepState.state returned JSON nested more than {MAX_DEPTH} levels",
+            f"the environment failed: DeepState.state returned JSON nested more than {JSON_DEPTH} levels",
         )
 
     def test_a_module_that_fails_to_import(self) -> None:
@@ -339,7 +339,7 @@ class EndStates(Calling):
             Outcome(
                 "error",
                 "tool:environment",
-                f"the environment failed: Hostile.deep returned JSON nested more than {MAX_DEPTH} levels",
+                f"the environment failed: Hostile.deep returned JSON nested more than {JSON_DEPTH} levels",
             ),
         )
 

@@ -12,6 +12,7 @@ from harness.records import Outcome, Result, Task, ToolCall
 from harness.results import task_entry
 from harness.running import run_task
 from harness.taskfile import load_task_file, parse_task_file
+from harness.text import JSON_DEPTH
 from tests.providers import Event, conversation_fake
 from tests.support import (
     CANONICAL_TASKS,
@@ -169,6 +170,31 @@ class ChoosingTheResult(TempDirTestCase):
         self.assertEqual(ToolPlayer(task.tool_results).play((ToolCall(GET, one("ast_1")),))[0].content, "file's")
         own = scripted({GET: "task's"}, toolResults={GET: cases})
         self.assertEqual(ToolPlayer(own.tool_results).play((ToolCall(GET, one("ast_1")),))[0].content, "task's")
+
+
+class TooDeep(TempDirTestCase):
+    def test_a_result_nested_more_levels_than_a_trial_plays_back_is_a_load_error_at_its_path(self) -> None:
+        """The harness echoes, masks and writes a result by recursion: 600 levels crashed the run (exit 4)."""
+        deep: Any = "x"
+        for _ in range(JSON_DEPTH + 1):
+            deep = [deep]
+        for entry, where in (
+            (deep, ""),
+            ({"sequence": ["ok", deep]}, ".sequence[1]"),
+            ({"cases": [{"args": {}, "result": deep}]}, ".cases[0].result"),
+            ({"cases": [{"args": {}, "result": "ok"}], "default": deep}, ".default"),
+        ):
+            with self.subTest(where):
+                data = canonical_task_data()
+                data["tasks"] = [
+                    {"id": "t", "category": "c", "prompt": "p", "toolResults": {GET: entry}, "expect": {"tool": GET}}
+                ]
+                task_file, problems = parse_task_file(json.dumps(data).encode(), "tasks.json", {})
+                self.assertEqual(
+                    (task_file, problems),
+                    (None, [f"tasks[0].toolResults.{GET}{where}: nested more than {JSON_DEPTH} levels deep"]),
+                )
+        scripted({GET: deep[0]})  # as deep as may be
 
 
 class Hashes(TempDirTestCase):

@@ -10,7 +10,7 @@ from harness.taskfile.argchecks import ARG_MATCH_KEYS, arg_values
 from harness.taskfile.context import Context, hint, is_list_of_str
 from harness.taskfile.expectations import expect, forbidden_text
 from harness.taskfile.turnexpect import state_only
-from harness.text import kind
+from harness.text import JSON_DEPTH, kind, nested_deeper
 
 CASED_KEYS = ("cases", "default")
 CASE_KEYS = ("args", "result")
@@ -170,7 +170,11 @@ def _played(context: Context, script: Any, path: str, tool: Tool) -> tuple[Any, 
         context.problem(f"{path}.sequence", "expected a non-empty list of results, one per call")
         return None
     for j, result in enumerate(results):
-        _echoes(context, result, f"{path}.sequence[{j}]" if sequence else path, tool)
+        where = f"{path}.sequence[{j}]" if sequence else path
+        if nested_deeper(result, JSON_DEPTH):
+            context.problem(where, f"nested more than {JSON_DEPTH} levels deep")
+        else:
+            _echoes(context, result, where, tool)
     return tuple(results)
 
 
