@@ -163,7 +163,15 @@ def run(argv: Sequence[str]) -> int:
     known = Secrets(
         environment_secrets(SETTINGS, os.environ) | variable_secrets(task_file.expanded, SETTINGS, os.environ)
     )
-    forbidden = Secrets({text.value: text.label for task in tasks for text in task.expect.forbidden_text})
+    forbidden = Secrets(
+        {
+            text.value: text.label
+            for task in tasks
+            for expected in (task.expect, *task.turn_expects)  # a turn's forbidden text is never written either
+            if expected is not None
+            for text in expected.forbidden_text
+        }
+    )
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
     if judged is not None and not backend.PLAYS_TOOLS:  # its agent's own tools change the world, never the environment
