@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from contextlib import nullcontext
 from functools import partial
 
@@ -115,7 +115,9 @@ def run_jobs(
     stop: BaseException | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
     run = partial(run_task, backend, secrets=secrets, hidden=hidden, tools=tools)
-    completed = enumerate(run(task) for task in jobs) if concurrency == 1 else _run_pool(run, jobs, concurrency)
+    leftovers: dict[int, Result] = {}  # finished in a worker but not yet taken when the run was cut short
+    pool = _run_pool(run, jobs, concurrency, leftovers) if concurrency > 1 else None
+    completed = pool if pool is not None else enumerate(run(task) for task in jobs)
     try:
         for index, result in completed:
             finished[index] = result
@@ -126,15 +128,22 @@ def run_jobs(
                 break
     except (KeyboardInterrupt, Exception) as exc:
         stop = exc
+    if pool is not None:
+        pool.close()  # its workers stop, and what they had finished is in leftovers
     if stop is None and INTERRUPTED.is_set():
         stop = KeyboardInterrupt()
+    if stop is not None:
+        finished.update(leftovers)  # a trial done before the signal is a trial done
     for index in sorted(finished):
         on_result(finished[index])
     return stop
 
 
-def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency: int) -> Iterator[tuple[int, Result]]:
-    """Yield (index, result) as worker threads complete them; closing the generator stops the workers."""
+def _run_pool(
+    run: Callable[[Task], Result], tasks: Sequence[Task], concurrency: int, leftovers: dict[int, Result]
+) -> Generator[tuple[int, Result], None, None]:
+    """Yield (index, result) as worker threads complete them; closing the generator stops the workers, and puts the
+    results they had finished but not yet yielded in leftovers."""
     todo = iter(enumerate(tasks))
     todo_lock = threading.Lock()
     stop = threading.Event()
@@ -179,6 +188,13 @@ def _run_pool(run: Callable[[Task], Result], tasks: Sequence[Task], concurrency:
     finally:
         stop.set()
         room.release(concurrency)  # a worker waiting for room wakes, and sees it should stop
+        while True:
+            try:
+                index, outcome = done.get_nowait()
+            except queue.Empty:
+                break
+            if not isinstance(outcome, BaseException):
+                leftovers[index] = outcome
 
 
 class InTaskOrder:

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 import unittest
 
 from backends.stub import StubBackend
 from harness.conversation import agent_request
-from harness.records import AgentRequest, ExpectRefusal, ExpectTool, fields, replace
+from harness.records import AgentRequest, ExpectRefusal, ExpectTool, Reply, Result, fields, replace
 from harness.running import run_jobs
 from harness.taskfile import load_task_file
-from tests.support import CANONICAL_TASKS, ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
+from tests.support import (
+    CANONICAL_TASKS,
+    ROOT,
+    SHIPPED_TASKS,
+    InProcessAgent,
+    TempDirTestCase,
+    clean_env,
+    run_cli,
+)
 
 
 class AnswerKeyBoundary(unittest.TestCase):
@@ -52,6 +62,34 @@ class AnswerKeyBoundary(unittest.TestCase):
         self.assertGreater(len(seen[0]), len(tasks), "the conversations took more than one request each")
         self.assertEqual(seen[1], seen[0])
         self.assertEqual(seen[2], seen[0])
+
+
+class CutShort(unittest.TestCase):
+    def test_a_trial_finished_before_the_signal_is_recorded_though_not_yet_taken_from_its_worker(self) -> None:
+        tasks = load_task_file(CANONICAL_TASKS).tasks[:2]
+        both_done = threading.Barrier(3, timeout=10)
+
+        class BothAnswer(InProcessAgent):
+            def run(self, request: AgentRequest) -> Reply:
+                reply = StubBackend().run(request)
+                threading.Thread(target=both_done.wait, daemon=True).start()  # each trial counts itself done
+                return reply
+
+        recorded: list[str] = []
+
+        def on_result(result: Result) -> None:
+            recorded.append(result.task.id)
+            if len(recorded) == 1:
+                both_done.wait()  # the other trial is finished too, in its worker, not yet taken
+                deadline = time.monotonic() + 10  # a worker ends once it handed its result on and found no more work
+                while any(thread.name.endswith("(worker)") for thread in threading.enumerate()):
+                    self.assertLess(time.monotonic(), deadline, "the pool's workers never ended")
+                    time.sleep(0.01)
+                raise KeyboardInterrupt  # the signal, heard while the first result was being recorded
+
+        stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result)
+        self.assertIsInstance(stop, KeyboardInterrupt)
+        self.assertEqual(sorted(recorded), sorted(task.id for task in tasks))
 
 
 class PlantedBugs(TempDirTestCase):
