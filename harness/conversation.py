@@ -56,10 +56,9 @@ class ToolPlayer:
         return tuple(self.answer(call) for call in calls)
 
     def answer(self, call: ToolCall) -> ToolResult:
-        """The result for one call, and where it came from."""
+        """The result for one call, and where it came from: a script wins for its tool; a call no case of it matches,
+        with no default, goes to the world as a call of a tool with no script does."""
         script = self.scripts.get(call.name)
-        if script is None and self.world is not None and self.world.implements(call.name):
-            return self.world.call(call)
         if script is not None:
             for index, case in enumerate(script.cases):
                 if call_problem(case.when, call) is None:
@@ -68,6 +67,8 @@ class ToolPlayer:
                 return self._next(call, script.results, "default")
             if script.results:
                 return self._next(call, script.results, "script" if len(script.results) == 1 else "sequence")
+        if self.world is not None and self.world.implements(call.name):
+            return self.world.call(call)
         return ToolResult(call, UNSCRIPTED.format(name=call.name), "unscripted")
 
     def _next(

@@ -221,6 +221,18 @@ class StateMismatch(unittest.TestCase):
         self.assertEqual(state_mismatch({"a": [{}]}, {"a": [{"b": 1}]}), ("$.a[0].b", ABSENT, 1))
 
 
+class ScriptsAndTheWorld(Calling):
+    def test_a_call_no_case_matches_goes_to_the_world_and_a_matching_one_is_scripted(self) -> None:
+        cases = {"cases": [{"args": {"path": "a.txt"}, "result": "scripted a"}]}
+        world = {"module": FILES, "class": "FileSystem", "config": {"files": {"b.txt": "from the world"}}}
+        task = self.task({"tool": "fs.read"}, toolResults={"fs.read": cases}, environment=world)
+        result = run_task(self.agent(("fs.read", {"path": "a.txt"}), ("fs.read", {"path": "b.txt"})), task)
+        played = [result for step in result.turns[0].steps for result in step.results]
+        self.assertEqual(
+            [(one.content, one.source) for one in played], [("scripted a", "case"), ("from the world", "environment")]
+        )
+
+
 class EndStates(Calling):
     def test_what_a_task_expects_says_the_end_state_it_checks(self) -> None:
         match = self.task({"tool": "fs.write", "state": {"match": {"files": {"a.txt": "hi"}}}})
