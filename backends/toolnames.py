@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from harness.records import ConfigError
+from harness.text import provider_name
 
-NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 MAX_LENGTH = 64
 
 
@@ -18,7 +17,7 @@ class ToolNames:
         self.to_provider: dict[str, str] = {}
         self.from_provider: dict[str, str] = {}
         for name in names:
-            mapped = NOT_ALLOWED.sub("_", name)
+            mapped = provider_name(name)
             if len(mapped) > MAX_LENGTH:
                 raise ConfigError(
                     f"tools: {name!r} is {len(mapped)} characters long; "

@@ -12,6 +12,8 @@ from typing import Any
 
 from harness.records import Summary, Task
 
+PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # what providers refuse in a tool's name
+
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -45,6 +47,11 @@ def percent(value: Fraction | Decimal, places: int = 0) -> str:
     if isinstance(value, Fraction):
         value = Decimal(value.numerator) / Decimal(value.denominator)
     return f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_DOWN).normalize():f}"
+
+
+def provider_name(tool: str) -> str:
+    """A tool's name as providers take it (`imageman.asset.search` -> `imageman_asset_search`)."""
+    return PROVIDER_UNSAFE.sub("_", tool)
 
 
 def expected_text(task: Task) -> str:
@@ -193,7 +200,8 @@ def verdict_text(verdict: Mapping[str, Any]) -> str:
 
 
 def turn_marks(trial: Mapping[str, Any]) -> str:
-    """`turns 1 ✓ 2 ✗ 3 ✓`: each turn's verdict (! an error), for a conversation whose turns were judged; else ``."""
+    """`turns 1 ✓ 2 ✗ 3 ✓`: each turn's verdict (! an error), for a conversation whose turns were judged, else
+    ``."""
     verdicts = [turn.get("verdict") for turn in trial.get("conversation", ())]
     if not any(verdicts):
         return ""

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from harness.records import Reply, record, replace
-from harness.text import clip
+from harness.text import clip, provider_name
 
 CODE = "reply:tool-call-in-text"
 FIX = "start the server with a tool parser (vLLM --enable-auto-tool-choice --tool-call-parser ..., llama.cpp --jinja)"
@@ -56,7 +56,6 @@ BARE_WINDOW = 64 * 1024
 NAME = re.compile(r"[\w./:-]{1,128}")  # a tool's name as a markup writes it: longer is not one
 NAME_SHOWN = 80
 VALUE_START = re.compile(r"[\[{]")
-PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # as backends/toolnames.py maps a name for the providers
 SPACE = re.compile(r"\s*")
 FENCE = re.compile(r"```[A-Za-z]*\s*\Z")
 FENCE_BEFORE = 24  # characters before a JSON value that may hold the ``` (and its language) opening its block
@@ -149,7 +148,7 @@ class _Reading:
     def spelled(self, name: str) -> str | None:
         """The task file's name for a tool's name as written, as it is or as the providers see it (dots as `_`)."""
         if self.names is None:
-            self.names = {PROVIDER_UNSAFE.sub("_", tool): tool for tool in self.tools}
+            self.names = {provider_name(tool): tool for tool in self.tools}
             self.names.update((tool, tool) for tool in self.tools)
         return self.names.get(name)
 
