@@ -27,7 +27,6 @@ from harness.records import (
     Tool,
     ToolResult,
     Turn,
-    replace,
 )
 from harness.settings import Sources
 from harness.text import blank
@@ -61,7 +60,7 @@ class AnthropicMessagesBackend(ProviderBackend):
     def configure(cls, sources: Sources) -> ProviderSettings:
         """The providers' settings and the thinking budget, which the API takes only under the max tokens and with
         no temperature but 1."""
-        settings = replace(super().configure(sources), thinking_budget=sources.get(THINKING_BUDGET))
+        settings = super().configure(sources)
         budget = settings.thinking_budget
         if budget is not None:
             where = sources.text(THINKING_BUDGET)[1]

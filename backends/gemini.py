@@ -89,9 +89,7 @@ class GeminiBackend(ProviderBackend):
                 f"{effort_where}: Gemini has no thinking level none (minimal, low, medium, high or xhigh); "
                 f"a model that can think less takes {THINKING_BUDGET.var}"
             )
-        return replace(
-            settings, reasoning_effort=sources.get(REASONING_EFFORT), thinking_budget=sources.get(THINKING_BUDGET)
-        )
+        return settings
 
     @classmethod
     def schema_notes(cls, tools: Sequence[Tool]) -> list[str]:
@@ -144,10 +142,8 @@ class GeminiBackend(ProviderBackend):
         return [{"functionDeclarations": entries}]
 
     def describe(self) -> dict[str, Any]:
-        """The providers' settings, and the thinking asked for."""
+        """The providers' settings, and the thinking level asked for under Gemini's name for it."""
         settings = super().describe()
-        if self.settings.thinking_budget is not None:
-            settings["thinkingBudget"] = self.settings.thinking_budget
         if self.settings.reasoning_effort is not None:
             settings["thinkingLevel"] = self.settings.reasoning_effort
         return settings

@@ -54,12 +54,8 @@ class OpenAIChatBackend(ProviderBackend):
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:
-        """The providers' settings, the name the server knows the token limit by, and the reasoning effort."""
-        return replace(
-            super().configure(sources),
-            max_tokens_field=sources.get(MAX_TOKENS_FIELD),
-            reasoning_effort=sources.get(REASONING_EFFORT),
-        )
+        """The providers' settings, and the name the server knows the token limit by."""
+        return replace(super().configure(sources), max_tokens_field=sources.get(MAX_TOKENS_FIELD))
 
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS

@@ -21,8 +21,7 @@ from backends.provider import (
     result_text,
 )
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
-from harness.settings import Sources
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn
 from harness.text import blank
 
 
@@ -46,11 +45,6 @@ class OpenAIResponsesBackend(ProviderBackend):
         RETRIES,
         MAX_RESPONSE_BYTES,
     )
-
-    @classmethod
-    def configure(cls, sources: Sources) -> ProviderSettings:
-        """The providers' settings, and how hard a reasoning model thinks."""
-        return replace(super().configure(sources), reasoning_effort=sources.get(REASONING_EFFORT))
 
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS
@@ -87,13 +81,6 @@ class OpenAIResponsesBackend(ProviderBackend):
         }
         self.hints = {name: hint for name, hint in hints.items() if name in self.request_base}
         self.hints["encrypted content"] = "a model that does not reason: check it with EVAL_BACKEND=openai instead"
-
-    def describe(self) -> dict[str, Any]:
-        """The providers' settings fit to print, and the reasoning effort when set."""
-        settings = super().describe()
-        if self.settings.reasoning_effort is not None:
-            settings["reasoningEffort"] = self.settings.reasoning_effort
-        return settings
 
     def run(self, request: AgentRequest) -> Reply:
         """One response for the conversation so far; its function calls mapped back to the task file's names."""

@@ -114,6 +114,7 @@ class ProviderBackend:
     PLAYS_TOOLS = True
     BASE_URL: Setting
     API_KEY: Setting
+    SETTINGS: tuple[Setting, ...]  # a provider reads the reasoning settings it declares
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
     USAGE = ("input_tokens", "output_tokens")  # what a reply's `usage` names its input and output tokens
     TEMPERATURE = TEMPERATURE  # the range this provider takes
@@ -134,6 +135,8 @@ class ProviderBackend:
             retries=sources.get(RETRIES),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
             max_tokens=sources.get(MAX_TOKENS),
+            reasoning_effort=sources.get(REASONING_EFFORT) if REASONING_EFFORT in cls.SETTINGS else None,
+            thinking_budget=sources.get(THINKING_BUDGET) if THINKING_BUDGET in cls.SETTINGS else None,
         )
 
     def __init__(
