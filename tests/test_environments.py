@@ -23,7 +23,15 @@ from harness.scoring import ABSENT, state_mismatch
 from harness.taskfile import load_task_file
 from harness.text import JSON_DEPTH, expected_text
 from tests.providers import Event, conversation_fake
-from tests.support import DATA, SCRIPT, InProcessAgent, TempDirTestCase, clean_env, run_cli
+from tests.support import (
+    DATA,
+    SCRIPT,
+    InProcessAgent,
+    TempDirTestCase,
+    clean_env,
+    run_cli,
+    stop_signals_as_from_a_terminal,
+)
 
 ENVS = os.path.join(DATA, "envs")
 FILES = os.path.join(ENVS, "files.py")
@@ -537,7 +545,12 @@ class FromTheCommandLine(Calling):
             HOSTILE_PID_FILE=pid_file,
         )
         run = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT], env=env, cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [sys.executable, "-S", SCRIPT],
+            env=env,
+            cwd=self.tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=stop_signals_as_from_a_terminal,  # CI starts the suite with SIGINT ignored, as `cmd &` does
         )
         self.addCleanup(run.kill)
         deadline = time.monotonic() + 30
