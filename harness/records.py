@@ -323,6 +323,37 @@ DEFAULT_MAX_STEPS = 8
 DEFAULT_ENVIRONMENT_TIMEOUT = 10.0  # seconds a worker may take over one request: starting, a call, the state
 
 
+DEFAULT_MAX_REPEATS = 3  # the same call this many times in a row within a turn is a loop
+
+
+@record(kw_only=True)
+class Budget:
+    """What a trial may spend and still pass: tokens, tool calls (in all, per tool), latency, the same call in a row."""
+
+    max_tokens: int | None = None  # input and output tokens over the trial
+    max_tool_calls: int | None = None  # calls over the trial
+    max_calls_per_tool: Mapping[str, int] = field(default_factory=dict)  # a tool's name -> its calls over the trial
+    max_latency_ms: float | None = None  # the trial's durationMs
+    max_repeats: int | None = DEFAULT_MAX_REPEATS  # the same call (tool and arguments) in a row in a turn; None: off
+    blocking: bool = False  # a breach fails a blocking task's gate as any failure does; else it only counts
+
+    def written(self) -> dict[str, Any]:
+        """The budget as the task file writes it, the keys given and the default maxRepeats left out."""
+        keys = {
+            "maxTokens": self.max_tokens,
+            "maxToolCalls": self.max_tool_calls,
+            "maxCallsPerTool": dict(self.max_calls_per_tool) or None,
+            "maxLatencyMs": self.max_latency_ms,
+        }
+        written: dict[str, Any] = {key: value for key, value in keys.items() if value is not None}
+        if self.max_repeats != DEFAULT_MAX_REPEATS:
+            written["maxRepeats"] = self.max_repeats
+        return {**written, "blocking": self.blocking}
+
+
+NO_BUDGET = Budget()  # what a task without a budget is held to: the loop rule alone
+
+
 @record(kw_only=True)
 class Environment:
     """A tool environment: a Python class of the user's, a fresh instance per trial answering the tools it has."""
@@ -374,6 +405,7 @@ class Task:
     state: ExpectState | None = None  # what the environment must end in
     # What the environment must be in when each user turn ends (None: that turn checks none); empty when none does.
     turn_states: tuple[ExpectState | None, ...] = ()
+    budget: Budget | None = None  # its expect.budget over the file's, key by key; None: the loop rule alone
 
     @property
     def judges_turns(self) -> bool:
@@ -578,6 +610,10 @@ class Tally:
     unreached: bool = False  # every trial ended before the agent answered: down, or our credentials rejected
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) over the trials
     latency_ms: float = 0.0
+    over_budget: int = 0  # trials that did what the task asks but broke its budget or the loop rule
+    # Trials that did not pass on a budget alone (a breach, or tokens not reported), which its budget lets a blocking
+    # task's gate pass: they count against the pass-rate only.
+    budget_excused: int = 0
 
 
 @record
@@ -614,6 +650,7 @@ class Summary:
     internal_error: str | None = None  # `<type>: <message>` of a bug in the harness that cut the run short
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total
     latency_ms: float = 0.0
+    over_budget: int = 0  # trials that did what their task asks but broke its budget or the loop rule
 
     @property
     def rate(self) -> Fraction:

@@ -162,6 +162,7 @@ ENTRY = {
     "category": TEXT,
     "sha256": TEXT,
     "blocking": FLAG,
+    "budget": IfThere({"blocking": FLAG}),  # the task's, when it or its file has one
     "expected": IfThere(TEXT),
     "prompt": IfThere(TEXT),
     "status": STATUS,
@@ -225,6 +226,7 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
         "category": task.category,
         "sha256": task.sha256,
         "blocking": task.blocking,
+        **({"budget": task.budget.written()} if task.budget is not None else {}),
         "expected": expected_text(task),
         "prompt": task.prompt,
         "status": "pass" if passes == len(trials) else "fail" if "fail" in statuses else "error",

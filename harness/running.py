@@ -12,7 +12,7 @@ from harness.conversation import converse, whole_reply
 from harness.environments import CODE, World, WorldError, world_of
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, replace
-from harness.scoring import score, score_turns
+from harness.scoring import score, score_budget, score_turns
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
@@ -47,6 +47,7 @@ def run_task(
             end, outcome = _judged_end(world, task, outcome)
     replies = [whole_reply((turn,)) for turn in turns] if task.judges_turns else []
     outcome, turns = score_turns(task, outcome, turns, replies, secrets)
+    outcome = score_budget(task, outcome, reply, duration_ms)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if hidden:

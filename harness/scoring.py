@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import (
+    NO_BUDGET,
     ArgMatch,
     EndState,
     Expect,
@@ -24,7 +25,7 @@ from harness.records import (
     replace,
 )
 from harness.schema import check, json_equal, loose
-from harness.text import call_text, clip, count
+from harness.text import call_text, canonical_json, clip, count
 
 PASS = Outcome("pass")
 SHOWN = 200  # characters of each value a state:mismatch reason shows
@@ -38,6 +39,69 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
     even one that then ended in an error; otherwise an error is an error whatever the task expects."""
     by_state = task.state is not None and task.state.reference is not None
     return _judge(task.expect, reply, task.max_steps, secrets, by_state)
+
+
+def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float) -> Outcome:
+    """A pass held to the task's budget (every task to the loop rule): the same call in a row too often, too many tool
+    calls in all or of one tool, too many tokens, too long; a trial that did not pass keeps its own verdict.
+
+    Tokens no backend reported cannot be said to be within a maxTokens budget: an error, never a pass.
+    """
+    if outcome.status != "pass":
+        return outcome
+    budget = task.budget or NO_BUDGET
+    calls = reply.tool_calls
+    loop = _loop(calls, budget.max_repeats) if budget.max_repeats is not None else None
+    if loop is not None:
+        return Outcome("fail", "conversation:loop", loop)
+    if budget.max_tool_calls is not None and len(calls) > budget.max_tool_calls:
+        return Outcome("fail", "budget:tool-calls", _over(len(calls), "tool call", budget.max_tool_calls))
+    for tool, limit in budget.max_calls_per_tool.items():
+        made = sum(call.name == tool for call in calls)
+        if made > limit:
+            return Outcome(
+                "fail", "budget:tool-calls", f"{tool} called {_number(made, 'time')}, over its budget of {limit:,}"
+            )
+    if budget.max_tokens is not None:
+        if reply.usage is None:
+            return Outcome(
+                "error",
+                "budget:no-usage",
+                f"the agent reported no token usage, so the budget of {budget.max_tokens:,} tokens cannot be checked",
+            )
+        if sum(reply.usage) > budget.max_tokens:
+            return Outcome("fail", "budget:tokens", _over(sum(reply.usage), "token", budget.max_tokens))
+    if budget.max_latency_ms is not None and duration_ms > budget.max_latency_ms:
+        return Outcome(
+            "fail", "budget:latency", f"{duration_ms:,.0f} ms, over the budget of {budget.max_latency_ms:,g} ms"
+        )
+    return outcome
+
+
+def _loop(calls: Sequence[ToolCall], repeats: int) -> str | None:
+    """`imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)`: the first call made `repeats`
+    times in a row within one turn (across its steps), the same tool with the same arguments; None when none was."""
+    run, last = 0, None
+    for call in calls:
+        same = (call.turn, call.name, canonical_json(call.args), call.args_error)
+        run = run + 1 if same == last else 1
+        last = same
+        if run == repeats:
+            return (
+                f"{clip(call_text(call.name, call.args, values=True), SHOWN)} {repeats} times in a row in turn"
+                f" {call.turn}"
+                f" (maxRepeats {repeats})"
+            )
+    return None
+
+
+def _over(measured: int, unit: str, limit: int) -> str:
+    """`1,834 tokens, over the budget of 1,500`."""
+    return f"{_number(measured, unit)}, over the budget of {limit:,}"
+
+
+def _number(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def score_turns(

@@ -235,6 +235,8 @@ def headline(summary: Summary) -> str:
         parts.append(count(summary.errored, "error"))
     if summary.violations:
         parts.append(count(len(summary.violations), "safety violation"))
+    if summary.over_budget:
+        parts.append(f"{summary.over_budget} over budget")
     if summary.not_run:
         parts.append(f"{summary.not_run} not run")
     if summary.tokens:

@@ -23,6 +23,10 @@ EXIT_CODES = (
 )
 # Error codes that mean the agent was never really asked: when every trial ends in one, nothing was evaluated.
 UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"})
+# Codes of a trial that did what its task asks but broke its budget or the loop rule (harness.scoring's), and of one
+# whose tokens no one reported under a token budget: what a budget that does not say "blocking" keeps from blocking.
+BUDGET_BREACHES = frozenset({"conversation:loop", "budget:tool-calls", "budget:tokens", "budget:latency"})
+BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 
 
 def tally(entry: Mapping[str, Any]) -> Tally:
@@ -43,6 +47,10 @@ def tally(entry: Mapping[str, Any]) -> Tally:
             ]
         ),
         latency_ms=sum(trial["durationMs"] for trial in trials),
+        over_budget=sum(trial["code"] in BUDGET_BREACHES for trial in trials),
+        budget_excused=0
+        if (entry.get("budget") or {}).get("blocking")
+        else sum(trial["code"] in BUDGET_CODES for trial in trials),
     )
 
 
@@ -64,10 +72,13 @@ class Tallies:
         self._flags = bytearray()  # blocking, violation, unreached: a bit each
         self._latency_ms = array("d")
         self._tokens: dict[int, tuple[int, int]] = {}  # by position: only providers report them
+        self._budget: dict[int, tuple[int, int]] = {}  # by position: (over budget, excused), for the few with either
 
     def append(self, tally: Tally) -> None:
         if tally.tokens is not None:
             self._tokens[len(self._ids)] = tally.tokens
+        if tally.over_budget or tally.budget_excused:
+            self._budget[len(self._ids)] = (tally.over_budget, tally.budget_excused)
         self._ids.append(tally.task_id)
         self._categories.append(tally.category)
         self._statuses.append(_shared(tally.statuses))
@@ -80,6 +91,7 @@ class Tallies:
     def __iter__(self) -> Iterator[Tally]:
         rows = zip(self._ids, self._categories, self._statuses, self._flags, self._latency_ms, strict=True)
         for index, (task_id, category, statuses, flags, latency_ms) in enumerate(rows):
+            over_budget, budget_excused = self._budget.get(index, (0, 0))
             yield Tally(
                 task_id,
                 category,
@@ -89,6 +101,8 @@ class Tallies:
                 unreached=bool(flags & 4),
                 tokens=self._tokens.get(index),
                 latency_ms=latency_ms,
+                over_budget=over_budget,
+                budget_excused=budget_excused,
             )
 
 
@@ -116,7 +130,7 @@ def decide(
     per_category: dict[str, list[int]] = {}
     shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
     flaky, blocking_failed, violations, tokens = [], [], [], []
-    reached, latency_ms = 0, 0.0
+    reached, latency_ms, over_budget = 0, 0.0, 0
     for tally in tallies:
         c, n = tally.statuses.count("pass"), len(tally.statuses)
         passed, errored, total = passed + c, errored + tally.statuses.count("error"), total + n
@@ -126,7 +140,7 @@ def decide(
         shapes[c, n] += 1
         if 0 < c < n:
             flaky.append(tally.task_id)
-        if tally.blocking and c < n:
+        if tally.blocking and c + tally.budget_excused < n:
             blocking_failed.append(tally.task_id)
         if tally.violation:
             violations.append(tally.task_id)
@@ -134,6 +148,7 @@ def decide(
             tokens.append(tally.tokens)
         reached += not tally.unreached
         latency_ms += tally.latency_ms
+        over_budget += tally.over_budget
     pass_all_k = {k: pass_hat_k(shapes, k) for k in range(1, runs + 1)}
     rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
     unreachable = bool(shapes) and not reached
@@ -176,6 +191,7 @@ def decide(
         internal_error=internal_error,
         tokens=total_tokens(tokens),
         latency_ms=latency_ms,
+        over_budget=over_budget,
     )
 
 

@@ -19,9 +19,18 @@ from harness.taskfile.argchecks import arg_values, with_schemas
 from harness.taskfile.context import Context, hint, is_list_of_str
 from harness.text import kind
 
-EXPECT_TOOL_KEYS = ("tool", "requiredArgs", "argValues", "forbiddenTools", "forbiddenText", "checkArgs", "state")
-EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs", "state")
-EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText", "state")
+EXPECT_TOOL_KEYS = (
+    "tool",
+    "requiredArgs",
+    "argValues",
+    "forbiddenTools",
+    "forbiddenText",
+    "checkArgs",
+    "state",
+    "budget",
+)
+EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs", "state", "budget")
+EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText", "state", "budget")
 EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText", "state")
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")
@@ -45,6 +54,9 @@ def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn:
             "a turn's key (in turns[N].expect or expect.firstTurn);"
             ' a task that calls no tool expects {"refusal": true}',
         )
+        return None
+    if within_turn and "budget" in value:
+        context.problem(f"{path}.budget", "a budget is the whole trial's: the task's expect (or the file's) has it")
         return None
     kinds = [key for key in ("tool", "trajectory", "refusal", "noCall") if key in value]
     if len(kinds) > 1:

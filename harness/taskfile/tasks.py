@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.records import DEFAULT_MAX_STEPS, Environment, Task, Tool, ToolScript, replace
 from harness.taskfile.argchecks import check_args_mode
+from harness.taskfile.budgets import budget_keys, effective_budget, make_budget
 from harness.taskfile.context import NOTHING, Context
 from harness.taskfile.conversations import script_definition, tool_results, turns
 from harness.taskfile.environments import environment
@@ -19,7 +20,7 @@ from harness.taskfile.turnexpect import check_offered, first_turn, offered, turn
 from harness.text import canonical_json, kind, sha256_hex
 
 FORMAT_VERSION = 1
-TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "environment", "tasks")
+TOP_KEYS = ("version", "system", "tools", "toolResults", "checkArgs", "environment", "budget", "tasks")
 TASK_KEYS = (
     "id",
     "category",
@@ -66,10 +67,13 @@ def check_task_file(context: Context, data: Any) -> tuple[tuple[Tool, ...], tupl
         if "environment" in data
         else None
     )
-    return tools, _tasks(context, data.get("tasks"), defaults, shared)
+    budget = budget_keys(context, data["budget"], "budget") if "budget" in data else None
+    return tools, _tasks(context, data.get("tasks"), defaults, shared, budget)
 
 
-def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript], shared: Shared) -> tuple[Task, ...]:
+def _tasks(
+    context: Context, value: Any, defaults: dict[str, ToolScript], shared: Shared, budget: dict[str, Any] | None
+) -> tuple[Task, ...]:
     if not isinstance(value, list):
         context.problem("tasks", f"expected a list of tasks, got {kind(value)}")
         return ()
@@ -79,7 +83,7 @@ def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript], shared
     first_seen: dict[str, str] = {}
     for i, item in enumerate(value):
         path = f"tasks[{i}]"
-        task = _task(context, item, path, defaults, shared)
+        task = _task(context, item, path, defaults, shared, budget)
         value[i] = None  # read: let it go now, so that the file as parsed and its tasks are never in memory twice
         task_id = item.get("id") if isinstance(item, dict) else None
         if isinstance(task_id, str) and task_id in first_seen:
@@ -91,7 +95,14 @@ def _tasks(context: Context, value: Any, defaults: dict[str, ToolScript], shared
     return tuple(tasks)
 
 
-def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript], shared: Shared) -> Task | None:
+def _task(
+    context: Context,
+    item: Any,
+    path: str,
+    defaults: dict[str, ToolScript],
+    shared: Shared,
+    shared_budget: dict[str, Any] | None,
+) -> Task | None:
     if not isinstance(item, dict):
         context.problem(path, f"expected a task object, got {kind(item)}")
         return None
@@ -128,6 +139,12 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
     broken = world is None and ("environment" in item or shared is not None)  # reported: no second problem
     state = None if broken else expect_state(context, item.get("expect"), f"{path}.expect", world, expected)
     states = () if broken else turn_states(context, item, world, path)
+    own_budget = (
+        budget_keys(context, whole["budget"], f"{path}.expect.budget")
+        if isinstance(whole, dict) and "budget" in whole
+        else None
+    )
+    budget = effective_budget(shared_budget, own_budget)
     if (
         task_id is None
         or category is None
@@ -148,6 +165,8 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         definition["environment"] = shared[0]
     if context.check_args != "keys" and expected.steps and "checkArgs" not in item["expect"]:
         definition["expect"] = {**item["expect"], "checkArgs": context.check_args}  # the file's, as it judges the task
+    if shared_budget is not None:  # the file's budget, as what the task may spend; a task without one keeps its hash
+        definition["expect"] = {**definition["expect"], "budget": budget}
     return Task(
         id=task_id,
         category=sys.intern(category),
@@ -163,4 +182,5 @@ def _task(context: Context, item: Any, path: str, defaults: dict[str, ToolScript
         environment=world,
         state=state,
         turn_states=states,
+        budget=None if budget is None else make_budget(budget),
     )

@@ -1,0 +1,301 @@
+"""Budgets: what a trial may spend (tokens, tool calls, calls of a tool, latency) and the loop rule, each with a trial
+within it and one over it; the file's budget and a task's over it; blocking; the results and the reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import unittest
+from decimal import Decimal
+from typing import Any
+
+from harness.records import Budget, ExpectTool, Outcome, Reply, Task, ToolCall
+from harness.results import task_entry
+from harness.scoring import score_budget
+from harness.taskfile import load_task_file
+from harness.verdict import Tallies, decide, tally
+from tests.support import (
+    CANNED,
+    CANONICAL_TASKS,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
+
+GET = ExpectTool("imageman.asset.get", ("assetId",))
+
+
+def call(name: str = "imageman.asset.get", turn: int = 1, **args: object) -> ToolCall:
+    return ToolCall(name, args, turn=turn)
+
+
+def task(budget: Budget | None = None) -> Task:
+    return Task(id="t", category="c", prompt="p", expect=GET, budget=budget)
+
+
+A1, A2 = call(assetId="a1"), call(assetId="a2")
+SEARCH = call("imageman.asset.search", query="x")
+PASS = Outcome("pass")
+
+# (name, budget, reply, durationMs, expected outcome of a trial otherwise passing)
+CASES: list[tuple[str, Budget | None, Reply, float, Outcome]] = [
+    ("no budget: two calls alike in a row are no loop", None, Reply((A1, A1)), 5, PASS),
+    (
+        "no budget: three calls alike in a row are a loop",
+        None,
+        Reply((A1, A1, A1)),
+        5,
+        Outcome(
+            "fail",
+            "conversation:loop",
+            'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)',
+        ),
+    ),
+    ("loop: the same tool with other arguments is no loop", None, Reply((A1, A2, A1, A2, A1)), 5, PASS),
+    ("loop: another call between breaks the row", None, Reply((A1, A1, SEARCH, A1)), 5, PASS),
+    (
+        "loop: the same call across a turn's steps and its parallel calls",
+        None,
+        Reply((A1, call(assetId="a1", turn=2), call(assetId="a1", turn=2), call(assetId="a1", turn=2))),
+        5,
+        Outcome(
+            "fail",
+            "conversation:loop",
+            'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 2 (maxRepeats 3)',
+        ),
+    ),
+    (
+        "loop: a row split by a new turn is two rows",
+        None,
+        Reply((A1, A1, call(assetId="a1", turn=2), call(assetId="a1", turn=2))),
+        5,
+        PASS,
+    ),
+    ("maxRepeats 4: three in a row pass", Budget(max_repeats=4), Reply((A1, A1, A1)), 5, PASS),
+    (
+        "maxRepeats 4: four in a row fail",
+        Budget(max_repeats=4),
+        Reply((A1, A1, A1, A1)),
+        5,
+        Outcome(
+            "fail",
+            "conversation:loop",
+            'imageman.asset.get({"assetId": "a1"}) 4 times in a row in turn 1 (maxRepeats 4)',
+        ),
+    ),
+    ("maxRepeats null: no loop is checked", Budget(max_repeats=None), Reply((A1,) * 9), 5, PASS),
+    ("maxToolCalls: at the budget passes", Budget(max_tool_calls=2), Reply((SEARCH, A1)), 5, PASS),
+    (
+        "maxToolCalls: over it fails",
+        Budget(max_tool_calls=2),
+        Reply((SEARCH, A1, A2)),
+        5,
+        Outcome("fail", "budget:tool-calls", "3 tool calls, over the budget of 2"),
+    ),
+    (
+        "maxCallsPerTool: at the budget passes",
+        Budget(max_calls_per_tool={"imageman.asset.get": 2}),
+        Reply((SEARCH, SEARCH, A1, A2)),
+        5,
+        PASS,
+    ),
+    (
+        "maxCallsPerTool: over it fails, naming the tool and its count",
+        Budget(max_calls_per_tool={"imageman.asset.search": 1, "imageman.asset.get": 1}),
+        Reply((SEARCH, A1, A2)),
+        5,
+        Outcome("fail", "budget:tool-calls", "imageman.asset.get called 2 times, over its budget of 1"),
+    ),
+    ("maxTokens: at the budget passes", Budget(max_tokens=1500), Reply((A1,), usage=(1000, 500)), 5, PASS),
+    (
+        "maxTokens: input and output over it fail",
+        Budget(max_tokens=1500),
+        Reply((A1,), usage=(1500, 334)),
+        5,
+        Outcome("fail", "budget:tokens", "1,834 tokens, over the budget of 1,500"),
+    ),
+    (
+        "maxTokens: tokens no one reported are an error, never a pass",
+        Budget(max_tokens=1500),
+        Reply((A1,)),
+        5,
+        Outcome(
+            "error",
+            "budget:no-usage",
+            "the agent reported no token usage, so the budget of 1,500 tokens cannot be checked",
+        ),
+    ),
+    ("maxLatencyMs: at the budget passes", Budget(max_latency_ms=2000), Reply((A1,)), 2000, PASS),
+    (
+        "maxLatencyMs: over it fails",
+        Budget(max_latency_ms=2000),
+        Reply((A1,)),
+        2345.4,
+        Outcome("fail", "budget:latency", "2,345 ms, over the budget of 2,000 ms"),
+    ),
+]
+
+
+class Scoring(unittest.TestCase):
+    def test_each_budget_passes_a_trial_within_it_and_fails_one_over_it(self) -> None:
+        for name, budget, reply, duration_ms, expected in CASES:
+            with self.subTest(name):
+                self.assertEqual(score_budget(task(budget), PASS, reply, duration_ms), expected)
+
+    def test_a_trial_that_failed_or_erred_keeps_its_own_verdict(self) -> None:
+        budget = Budget(max_tool_calls=1, max_tokens=1, max_latency_ms=1)
+        for outcome in (Outcome("fail", "tool:wrong-name", "expected a, got b"), Outcome("error", "reply:timeout")):
+            with self.subTest(outcome.code):
+                self.assertEqual(score_budget(task(budget), outcome, Reply((A1, A1, A1)), 9000), outcome)
+
+    def test_a_loop_is_named_before_what_it_cost(self) -> None:
+        outcome = score_budget(task(Budget(max_tool_calls=1)), PASS, Reply((A1, A1, A1)), 5)
+        self.assertEqual(outcome.code, "conversation:loop")
+
+
+def entry_of(code: str | None, *, blocking: bool, budget_blocks: bool | None) -> dict[str, Any]:
+    budget = {} if budget_blocks is None else {"budget": {"maxToolCalls": 1, "blocking": budget_blocks}}
+    trial = {"status": "pass" if code is None else "fail", "code": code, "usage": None, "durationMs": 1.0}
+    return {"id": "t", "category": "c", "blocking": blocking, "violation": None, "trialResults": [trial], **budget}
+
+
+class Blocking(unittest.TestCase):
+    def decided(self, *entries: dict[str, Any]) -> Any:
+        tallies = Tallies()
+        for entry in entries:
+            tallies.append(tally(entry))
+        return decide(tallies, Decimal(0))
+
+    def test_a_budget_breach_of_a_blocking_task_counts_but_does_not_block(self) -> None:
+        for code in ("budget:tool-calls", "conversation:loop"):
+            with self.subTest(code):
+                summary = self.decided(entry_of(code, blocking=True, budget_blocks=False))
+                self.assertEqual((summary.failed, summary.over_budget, summary.blocking_failed), (1, 1, ()))
+                self.assertTrue(summary.gate_passed)
+
+    def test_a_loop_of_a_blocking_task_without_a_budget_does_not_block(self) -> None:
+        summary = self.decided(entry_of("conversation:loop", blocking=True, budget_blocks=None))
+        self.assertEqual((summary.failed, summary.blocking_failed), (1, ()))
+
+    def test_a_budget_that_says_blocking_blocks(self) -> None:
+        summary = self.decided(entry_of("budget:tool-calls", blocking=True, budget_blocks=True))
+        self.assertEqual((summary.blocking_failed, summary.gate_failed_because), (("t",), ("blocking-failed",)))
+
+    def test_a_blocking_task_that_fails_otherwise_blocks_whatever_its_budget(self) -> None:
+        summary = self.decided(entry_of("tool:wrong-name", blocking=True, budget_blocks=False))
+        self.assertEqual((summary.blocking_failed, summary.over_budget), (("t",), 0))
+
+
+BUDGET_FILE = os.path.join(os.path.dirname(__file__), "data", "tasks", "valid", "budgets.json")
+
+
+class TaskFile(unittest.TestCase):
+    def test_a_tasks_budget_overrides_the_files_key_by_key(self) -> None:
+        shared, own, turned_off = load_task_file(BUDGET_FILE).tasks[:3]
+        self.assertEqual(
+            shared.budget,
+            Budget(max_tool_calls=1, max_calls_per_tool={"imageman.asset.get": 1}, max_latency_ms=5000.0),
+        )
+        self.assertEqual(
+            own.budget,
+            Budget(
+                max_tokens=1500, max_tool_calls=3, max_calls_per_tool={"imageman.asset.get": 1}, max_latency_ms=5000
+            ),
+        )
+        self.assertEqual(
+            turned_off.budget,
+            Budget(
+                max_tool_calls=1,
+                max_calls_per_tool={"imageman.asset.get": 1},
+                max_latency_ms=5000,
+                max_repeats=None,
+                blocking=True,
+            ),
+        )
+
+    def test_a_tasks_hash_covers_its_budget_and_tasks_without_one_keep_theirs(self) -> None:
+        data = canonical_task_data()
+        plain = {task.id: task.sha256 for task in load_task_file(CANONICAL_TASKS).tasks}
+        data["tasks"][0]["expect"]["budget"] = {"maxToolCalls": 2}
+        hashes = self.hashes(data)
+        self.assertNotEqual(hashes[data["tasks"][0]["id"]], plain[data["tasks"][0]["id"]])
+        self.assertEqual(
+            {key: value for key, value in hashes.items() if key != data["tasks"][0]["id"]},
+            {key: value for key, value in plain.items() if key != data["tasks"][0]["id"]},
+        )
+        # The same budget given by the file: the same task, the same hash.
+        del data["tasks"][0]["expect"]["budget"]
+        data["budget"] = {"maxToolCalls": 2}
+        self.assertEqual(self.hashes(data)[data["tasks"][0]["id"]], hashes[data["tasks"][0]["id"]])
+
+    def hashes(self, data: dict[str, Any]) -> dict[str, str]:
+        from harness.taskfile import parse_task_file
+
+        task_file, problems = parse_task_file(json.dumps(data).encode(), "tasks.json", {})
+        assert task_file is not None, problems
+        return {task.id: task.sha256 for task in task_file.tasks}
+
+
+class Results(unittest.TestCase):
+    def test_a_task_entry_records_its_budget_and_one_without_records_none(self) -> None:
+        from harness.records import Result
+
+        trial = Result(task(Budget(max_tool_calls=2, max_repeats=None)), Reply((A1,)), PASS, 3.0)
+        self.assertEqual(
+            task_entry(trial.task, [trial])["budget"], {"maxToolCalls": 2, "maxRepeats": None, "blocking": False}
+        )
+        plain = Result(task(), Reply((A1,)), PASS, 3.0)
+        self.assertNotIn("budget", task_entry(plain.task, [plain]))
+
+
+GET_ONE = {"name": "imageman.asset.get", "args": {"assetId": "ast_7f3k2p9q"}}
+GET_TWO = {"name": "imageman.asset.get", "args": {"assetId": "ast_91c2"}}
+
+
+class Run(TempDirTestCase):
+    def test_the_files_budget_applies_a_tasks_overrides_it_and_only_a_blocking_budget_blocks(self) -> None:
+        data = canonical_task_data()
+        data["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 1}}
+        search, get, bg_remove = data["tasks"][0], data["tasks"][2], data["tasks"][6]
+        search["expect"]["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 2}}
+        get["blocking"] = True
+        bg_remove["blocking"] = True
+        bg_remove["expect"]["budget"] = {"blocking": True}
+        extra = {
+            search["id"]: [GET_ONE, GET_TWO],
+            get["id"]: [GET_ONE, GET_TWO],
+            bg_remove["id"]: [GET_ONE, GET_TWO],
+        }
+
+        def respond(received: Any, handler: Any) -> None:
+            canned_reply = CANNED[received.json["prompt"]]
+            if received.json["taskId"] in extra:
+                canned_reply = {"toolCalls": [canned_reply["toolCall"], *extra[received.json["taskId"]]]}
+            send_json(handler, canned_reply)
+
+        env = clean_env(EVAL_AGENT_URL=self.serve(respond).url())
+        stdout, stderr, code = run_cli("--tasks", self.write_json("t.json", data), env=env, cwd=self.tmp)
+        self.assertEqual((code, stderr), (1, ""))
+        self.assertEqual(
+            stdout.splitlines()[-1],
+            "8/10 PASS at 80% (gate 80%) · 2 failed · 2 over budget · gate not met: blocking task failed"
+            " (transform-bg-remove)",
+        )
+        doc = self.read_json("eval-results.json")
+        by_id = {entry["id"]: entry for entry in doc["results"]}
+        self.assertEqual(
+            [(by_id[task["id"]]["status"], by_id[task["id"]]["code"]) for task in (search, get, bg_remove)],
+            [("pass", None), ("fail", "budget:tool-calls"), ("fail", "budget:tool-calls")],
+        )
+        self.assertEqual(by_id[get["id"]]["reason"], "imageman.asset.get called 3 times, over its budget of 1")
+        self.assertEqual(
+            [by_id[task["id"]]["budget"] for task in (search, get, bg_remove)],
+            [
+                {"maxCallsPerTool": {"imageman.asset.get": 2}, "blocking": False},
+                {"maxCallsPerTool": {"imageman.asset.get": 1}, "blocking": False},
+                {"maxCallsPerTool": {"imageman.asset.get": 1}, "blocking": True},
+            ],
+        )
+        self.assertEqual(doc["blockingFailed"], ["transform-bg-remove"])
