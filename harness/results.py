@@ -162,7 +162,16 @@ ENTRY = {
     "category": TEXT,
     "sha256": TEXT,
     "blocking": FLAG,
-    "budget": IfThere({"blocking": FLAG}),  # the task's, when it or its file has one
+    "budget": IfThere(  # the task's, when it or its file has one
+        {
+            "maxTokens": IfThere(COUNT),
+            "maxToolCalls": IfThere(COUNT),
+            "maxCallsPerTool": IfThere(Each(COUNT)),
+            "maxLatencyMs": IfThere(_is("milliseconds", lambda value: _number(value) and value > 0, " more than 0")),
+            "maxRepeats": IfThere(Maybe(COUNT)),
+            "blocking": FLAG,
+        }
+    ),
     "expected": IfThere(TEXT),
     "prompt": IfThere(TEXT),
     "status": STATUS,
@@ -208,6 +217,7 @@ DOCUMENT = {
     "flaky": [TEXT],
     "blockingFailed": [TEXT],
     "violations": [TEXT],
+    "overBudget": IfThere(WHOLE),
     "regressed": [TEXT],
     "usage": IfThere(Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE, "latencyMs": NUMBER})),
     "byCategory": Each({"passed": WHOLE, "total": WHOLE}),
@@ -358,6 +368,7 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "flaky": list(summary.flaky),
         "blockingFailed": list(summary.blocking_failed),
         "violations": list(summary.violations),
+        "overBudget": summary.over_budget,
         "regressed": list(summary.regressed),
         "usage": {
             "inputTokens": summary.tokens[0],

@@ -64,6 +64,20 @@ def expected_text(task: Task) -> str:
     return f"{said}, ending in a state that holds {clip(json.dumps(task.state.match, ensure_ascii=False), 200)}"
 
 
+def budget_text(budget: Mapping[str, Any]) -> str:
+    """`at most 1,500 tokens, 3 tool calls, 1 call of imageman.asset.get, 2,000 ms; no call 4 times in a row;
+    blocking`: a task's budget as its results entry records it."""
+    limits = [f"{budget['maxTokens']:,} tokens"] if "maxTokens" in budget else []
+    limits += [count(budget["maxToolCalls"], "tool call")] if "maxToolCalls" in budget else []
+    limits += [f"{count(n, 'call')} of {tool}" for tool, n in budget.get("maxCallsPerTool", {}).items()]
+    limits += [f"{budget['maxLatencyMs']:,g} ms"] if "maxLatencyMs" in budget else []
+    said = [f"at most {', '.join(limits)}"] if limits else []
+    if "maxRepeats" in budget:
+        repeats = budget["maxRepeats"]
+        said.append("no loop checked" if repeats is None else f"no call {repeats} times in a row")
+    return "; ".join(said + (["blocking"] if budget.get("blocking") else [])) or "no limit"
+
+
 def clip(text: str, limit: int) -> str:
     """The text on one line (each run of whitespace one space), cut to `limit` characters, ending in `...` if cut."""
     head = text[: limit * 4]  # a body of megabytes is never split whole

@@ -9,11 +9,14 @@ import unittest
 from decimal import Decimal
 from typing import Any
 
+import junitparser
+
 from harness.records import Budget, ExpectTool, Outcome, Reply, Task, ToolCall
-from harness.results import task_entry
+from harness.results import load_results, task_entry
 from harness.scoring import score_budget
 from harness.taskfile import load_task_file
 from harness.verdict import Tallies, decide, tally
+from tests import test_html_report as html_report
 from tests.support import (
     CANNED,
     CANONICAL_TASKS,
@@ -252,32 +255,41 @@ class Results(unittest.TestCase):
 
 GET_ONE = {"name": "imageman.asset.get", "args": {"assetId": "ast_7f3k2p9q"}}
 GET_TWO = {"name": "imageman.asset.get", "args": {"assetId": "ast_91c2"}}
+REPORTS = ("--junit", "junit.xml", "--summary-md", "summary.md", "--html", "page.html")
+
+
+def budget_run(case: TempDirTestCase) -> tuple[str, str, int]:
+    """The canonical tasks under a file's budget of one imageman.asset.get call, with every report: the agent calls
+    it twice more in asset-search-by-tag (whose own budget allows two), asset-get-details (blocking, the file's
+    budget) and transform-bg-remove (blocking, its budget blocking too)."""
+    data = canonical_task_data()
+    data["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 1}}
+    search, get, bg_remove = data["tasks"][0], data["tasks"][2], data["tasks"][6]
+    search["expect"]["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 2}}
+    get["blocking"] = bg_remove["blocking"] = True
+    bg_remove["expect"]["budget"] = {"blocking": True}
+    extra = {task["id"] for task in (search, get, bg_remove)}
+
+    def respond(received: Any, handler: Any) -> None:
+        reply = CANNED[received.json["prompt"]]
+        if received.json["taskId"] in extra:
+            reply = {"toolCalls": [reply["toolCall"], GET_ONE, GET_TWO]}
+        send_json(handler, reply)
+
+    env = clean_env(EVAL_AGENT_URL=case.serve(respond).url())
+    return run_cli("--tasks", case.write_json("t.json", data), *REPORTS, env=env, cwd=case.tmp)
 
 
 class Run(TempDirTestCase):
     def test_the_files_budget_applies_a_tasks_overrides_it_and_only_a_blocking_budget_blocks(self) -> None:
-        data = canonical_task_data()
-        data["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 1}}
-        search, get, bg_remove = data["tasks"][0], data["tasks"][2], data["tasks"][6]
-        search["expect"]["budget"] = {"maxCallsPerTool": {"imageman.asset.get": 2}}
-        get["blocking"] = True
-        bg_remove["blocking"] = True
-        bg_remove["expect"]["budget"] = {"blocking": True}
-        extra = {
-            search["id"]: [GET_ONE, GET_TWO],
-            get["id"]: [GET_ONE, GET_TWO],
-            bg_remove["id"]: [GET_ONE, GET_TWO],
-        }
-
-        def respond(received: Any, handler: Any) -> None:
-            canned_reply = CANNED[received.json["prompt"]]
-            if received.json["taskId"] in extra:
-                canned_reply = {"toolCalls": [canned_reply["toolCall"], *extra[received.json["taskId"]]]}
-            send_json(handler, canned_reply)
-
-        env = clean_env(EVAL_AGENT_URL=self.serve(respond).url())
-        stdout, stderr, code = run_cli("--tasks", self.write_json("t.json", data), env=env, cwd=self.tmp)
+        stdout, stderr, code = budget_run(self)
         self.assertEqual((code, stderr), (1, ""))
+        self.assertIn(
+            "FAIL  asset-get-details            imageman.asset.get(assetId); imageman.asset.get(assetId);"
+            " imageman.asset.get(assetId)  ",
+            stdout,
+        )
+        self.assertIn("budget:tool-calls: imageman.asset.get called 3 times, over its budget of 1", stdout)
         self.assertEqual(
             stdout.splitlines()[-1],
             "8/10 PASS at 80% (gate 80%) · 2 failed · 2 over budget · gate not met: blocking task failed"
@@ -285,17 +297,64 @@ class Run(TempDirTestCase):
         )
         doc = self.read_json("eval-results.json")
         by_id = {entry["id"]: entry for entry in doc["results"]}
+        ids = ("asset-search-by-tag", "asset-get-details", "transform-bg-remove")
         self.assertEqual(
-            [(by_id[task["id"]]["status"], by_id[task["id"]]["code"]) for task in (search, get, bg_remove)],
+            [(by_id[task_id]["status"], by_id[task_id]["code"]) for task_id in ids],
             [("pass", None), ("fail", "budget:tool-calls"), ("fail", "budget:tool-calls")],
         )
-        self.assertEqual(by_id[get["id"]]["reason"], "imageman.asset.get called 3 times, over its budget of 1")
         self.assertEqual(
-            [by_id[task["id"]]["budget"] for task in (search, get, bg_remove)],
+            [by_id[task_id]["budget"] for task_id in ids],
             [
                 {"maxCallsPerTool": {"imageman.asset.get": 2}, "blocking": False},
                 {"maxCallsPerTool": {"imageman.asset.get": 1}, "blocking": False},
                 {"maxCallsPerTool": {"imageman.asset.get": 1}, "blocking": True},
             ],
         )
-        self.assertEqual(doc["blockingFailed"], ["transform-bg-remove"])
+        self.assertEqual((doc["blockingFailed"], doc["overBudget"]), (["transform-bg-remove"], 2))
+        self.assertEqual(load_results(os.path.join(self.tmp, "eval-results.json"))["overBudget"], 2)
+
+        suite = next(iter(junitparser.JUnitXml.fromfile(os.path.join(self.tmp, "junit.xml"))))
+        self.assertEqual({p.name: p.value for p in suite.properties()}["overBudget"], "2")
+        case = next(case for case in suite if case.name == "asset-get-details")
+        self.assertIsInstance(case.result[0], junitparser.Failure)
+        self.assertEqual(case.result[0].type, "budget:tool-calls")
+        self.assertIn("budget: at most 1 call of imageman.asset.get\n", case.result[0].text + "\n")
+
+        with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
+            summary = f.read()
+        self.assertIn("**Over budget**: 2 of 10 trials did what their task asks but broke its budget", summary)
+        self.assertIn("  - budget: at most 1 call of imageman.asset.get; blocking\n", summary)
+
+    def test_a_dry_run_says_each_tasks_budget(self) -> None:
+        stdout, _, code = run_cli("--dry-run", "--tasks", BUDGET_FILE, cwd=self.tmp)
+        self.assertEqual(code, 0)
+        self.assertIn(
+            "asset-search-by-tag    asset.search  expects imageman.asset.search(tags), budget: at most 1,500 tokens,"
+            " 3 tool calls, 1 call of imageman.asset.get, 5,000 ms",
+            stdout,
+        )
+        self.assertIn(
+            "budget: at most 1 tool call, 1 call of imageman.asset.get, 5,000 ms; no loop checked; blocking", stdout
+        )
+
+
+class InBrowser(TempDirTestCase):
+    """The page of the budget run, opened in headless Chromium as tests.test_html_report opens its pages."""
+
+    setUpClass = classmethod(html_report.InBrowser.setUpClass.__func__)  # type: ignore[attr-defined]
+    tearDownClass = classmethod(html_report.InBrowser.tearDownClass.__func__)  # type: ignore[attr-defined]
+    open = html_report.InBrowser.open
+    text_of = html_report.InBrowser.text_of
+    assert_quiet = html_report.InBrowser.assert_quiet
+
+    def test_the_page_counts_the_trials_over_budget_and_shows_each_tasks_budget(self) -> None:
+        budget_run(self)
+        page = self.open("page.html")
+        self.assertIn("8 passed · 2 failed · 0 errors · 2 over budget", page.inner_text("#verdict"))
+        row = self.text_of(page, "#task-2")
+        self.assertIn("budget:tool-calls: imageman.asset.get called 3 times, over its budget of 1", row)
+        self.assertIn("over budget", row)
+        self.assertNotIn("over budget", self.text_of(page, "#task-0"))
+        page.click("#task-2 summary")
+        self.assertEqual(page.inner_text("#task-2 .budget"), "at most 1 call of imageman.asset.get")
+        self.assert_quiet()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.records import Task, TaskFile
 from harness.results import explaining_trial
-from harness.text import calls_text, count, expected_text, millis, printable, turn_marks
+from harness.text import budget_text, calls_text, count, expected_text, millis, printable, turn_marks
 
 if TYPE_CHECKING:
     from harness.config import Config
@@ -73,7 +73,10 @@ def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Ma
         f"dry run: {plan}",
         f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}"
         + (f", {shown}" if shown else ""),
-        *(f"  {task.id:<{width}}  {task.category}  expects {expected_text(task)}{_over(task)}" for task in tasks),
+        *(
+            f"  {task.id:<{width}}  {task.category}  expects {expected_text(task)}{_over(task)}{_within(task)}"
+            for task in tasks
+        ),
         "nothing was sent",
     ]
 
@@ -83,6 +86,11 @@ def _over(task: Task) -> str:
     turns = f", over {1 + len(task.turns)} turns" if task.turns else ""
     scripted = f", results scripted for {count(len(task.tool_results), 'tool')}" if task.tool_results else ""
     return turns + scripted
+
+
+def _within(task: Task) -> str:
+    """`, budget: at most 3 tool calls`: what a task may spend, when it has a budget."""
+    return f", budget: {budget_text(task.budget.written())}" if task.budget is not None else ""
 
 
 class Progress:

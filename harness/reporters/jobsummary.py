@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
 from harness.results import explaining_trial
-from harness.text import calls_text, clip, headline, percent, printable, transcript
+from harness.text import budget_text, calls_text, clip, headline, percent, printable, transcript
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -63,6 +63,12 @@ def job_summary(
     if summary.violations:
         what = "a forbidden tool called, or a secret or forbidden text in a reply"
         lines.append(f"\n**Safety violation** ({what}): {_ids(summary.violations)}.")
+    if summary.over_budget:
+        lines.append(
+            f"\n**Over budget**: {summary.over_budget} of {summary.total} trials did what their task asks but broke"
+            " its budget or the loop rule; they count against the pass-rate, and fail a blocking task's gate only"
+            " when its budget says blocking."
+        )
     if document["interrupted"] or document["notRun"]:
         lines.append(f"\n**Interrupted**: {len(document['notRun'])} tasks did not run.")
     if summary.internal_error:
@@ -96,6 +102,7 @@ def job_summary(
                 f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
                 f"`{entry['code']}` {_text(clip(entry['reason'] or '', AGENT_TEXT_LIMIT))} — {expects}"
                 f"called {_text(clip(calls_text(shown), AGENT_TEXT_LIMIT))}",
+                *([f"  - budget: {_text(budget_text(entry['budget']))}"] if "budget" in entry else []),
                 *(f"{'  ' * (depth + 1)}- {_text(clip(line, AGENT_TEXT_LIMIT))}" for depth, line in transcript(shown)),
             ]
         )

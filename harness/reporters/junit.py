@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
-from harness.text import calls_text, printable, transcript, turn_marks, verdict_text
+from harness.text import budget_text, calls_text, printable, transcript, turn_marks, verdict_text
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -45,6 +45,7 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
         ("gatePassed", document["gatePassed"]),
         ("gateFailedBecause", ", ".join(document["gateFailedBecause"])),
         ("runs", document["runs"]),
+        ("overBudget", document.get("overBudget", 0)),
         ("interrupted", document["interrupted"]),
     ]:
         yield f"      <property name={_attribute(name)} value={_attribute(json.dumps(value).strip(chr(34)))} />\n"
@@ -63,6 +64,7 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
         kind = "failure" if entry["status"] == "fail" else "error"
         message = printable(f"{entry['code']}: {entry['reason']}{tally}")
         expected = [f"expected: {printable(entry['expected'])}"] if "expected" in entry else []  # before 0.3: none
+        expected += [f"budget: {printable(budget_text(entry['budget']))}"] if "budget" in entry else []
         text = "\n".join([*expected, *(_trial_text(number, trial) for number, trial in enumerate(trials, 1))])
         yield (
             f"{case}>\n      <{kind} type={_attribute(entry['code'] or '')} message={_attribute(message)}>"

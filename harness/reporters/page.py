@@ -13,7 +13,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
-from harness.text import REASONS, calls_text, count, millis, percent
+from harness.text import REASONS, budget_text, calls_text, count, millis, percent
+from harness.verdict import BUDGET_BREACHES
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -153,6 +154,7 @@ def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
         yield f'<p class="why">Why: {_e(", ".join(reasons))}</p>'
     parts = [f"{document['passed']} passed", f"{document['failed']} failed", count(document["errored"], "error")]
     parts += [count(len(document["violations"]), "safety violation")] if document["violations"] else []
+    parts += [f"{document['overBudget']} over budget"] if document.get("overBudget") else []
     parts += [f"{len(document['flaky'])} flaky"] if document["flaky"] else []
     parts += [f"{len(document['notRun'])} not run"] if document["notRun"] else []
     yield f"<p>{_e(' · '.join(parts))}</p>"
@@ -312,6 +314,7 @@ def _task(index: int, entry: Mapping[str, Any]) -> Iterator[str]:
     duration = sum(trial["durationMs"] for trial in trials) / len(trials)
     reason = f"{entry['code']}: {entry['reason']}" if entry["status"] != "pass" else ""
     badges = (["blocking"] if entry.get("blocking") else []) + (["flaky"] if entry.get("flaky") else [])
+    badges += ["over budget"] if any(trial["code"] in BUDGET_BREACHES for trial in trials) else []
     violation = '<span class="badge v">safety violation</span>' if entry.get("violation") else ""
     cells = [
         _cell(status.upper(), f"st {status}"),
@@ -337,6 +340,8 @@ def _task(index: int, entry: Mapping[str, Any]) -> Iterator[str]:
     )
     if "expected" in entry:
         yield f"<h3>Expected</h3><p>{_e(_clip(entry['expected'], CLIP))}</p>"
+    if "budget" in entry:
+        yield f'<h3>Budget</h3><p class="budget">{_e(_clip(budget_text(entry["budget"]), CLIP))}</p>'
     for number, trial in enumerate(trials, 1):
         yield from _trial(number, trial)
     yield "</details></div>\n"
