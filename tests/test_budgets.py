@@ -20,6 +20,7 @@ from tests import test_html_report as html_report
 from tests.support import (
     CANNED,
     CANONICAL_TASKS,
+    ROOT,
     TempDirTestCase,
     canonical_task_data,
     clean_env,
@@ -358,3 +359,25 @@ class InBrowser(TempDirTestCase):
         page.click("#task-2 summary")
         self.assertEqual(page.inner_text("#task-2 .budget"), "at most 1 call of imageman.asset.get")
         self.assert_quiet()
+
+
+class Docs(TempDirTestCase):
+    def test_the_guides_example_loads_with_the_budgets_it_says(self) -> None:
+        with open(os.path.join(ROOT, "docs", "tasks.md"), encoding="utf-8") as f:
+            guide = f.read().split("\n## Budgets\n", 1)[1]
+        example = guide.split("```json\n", 1)[1].split("```", 1)[0]
+        find_summer, hero_details = load_task_file(self.write_json("t.json", json.loads(example))).tasks
+        self.assertEqual(
+            find_summer.budget,
+            Budget(max_tool_calls=1, max_calls_per_tool={"imageman.asset.get": 2}, max_latency_ms=20000),
+        )
+        self.assertEqual(
+            hero_details.budget,
+            Budget(
+                max_tokens=3000,
+                max_tool_calls=4,
+                max_calls_per_tool={"imageman.asset.get": 2},
+                max_latency_ms=20000,
+                blocking=True,
+            ),
+        )
