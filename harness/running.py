@@ -47,7 +47,7 @@ def run_task(
             end, outcome = _judged_end(world, task, outcome)
     replies = [whole_reply((turn,)) for turn in turns] if task.judges_turns else []
     outcome, turns = score_turns(task, outcome, turns, replies, secrets)
-    outcome = score_budget(task, outcome, reply, duration_ms)
+    outcome = score_budget(task, outcome, reply, duration_ms, turns)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if hidden:

@@ -41,11 +41,12 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
     return _judge(task.expect, reply, task.max_steps, secrets, by_state)
 
 
-def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float) -> Outcome:
+def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float, turns: Sequence[Turn] = ()) -> Outcome:
     """A pass held to the task's budget (every task to the loop rule): the same call in a row too often, too many tool
     calls in all or of one tool, too many tokens, too long; a trial that did not pass keeps its own verdict.
 
-    Tokens no backend reported cannot be said to be within a maxTokens budget: an error, never a pass.
+    reply: the trial's steps taken together; turns: its steps one by one. Tokens the backend did not report, for the
+    trial or for some of its steps, cannot be said to be within a maxTokens budget: an error, never a pass.
     """
     if outcome.status != "pass":
         return outcome
@@ -63,11 +64,15 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float)
                 "fail", "budget:tool-calls", f"{tool} called {_number(made, 'time')}, over its budget of {limit:,}"
             )
     if budget.max_tokens is not None:
-        if reply.usage is None:
+        steps = [step for turn in turns for step in turn.steps]
+        unreported = sum(step.reply.usage is None for step in steps)
+        if reply.usage is None or unreported:
+            which = "" if reply.usage is None else f" for {unreported} of its {len(steps)} steps"
             return Outcome(
                 "error",
                 "budget:no-usage",
-                f"the agent reported no token usage, so the budget of {budget.max_tokens:,} tokens cannot be checked",
+                f"the agent reported no token usage{which}, so the budget of {budget.max_tokens:,} tokens cannot be"
+                " checked",
             )
         if sum(reply.usage) > budget.max_tokens:
             return Outcome("fail", "budget:tokens", _over(sum(reply.usage), "token", budget.max_tokens))

@@ -11,7 +11,7 @@ from typing import Any
 
 import junitparser
 
-from harness.records import Budget, ExpectTool, Outcome, Reply, Task, ToolCall
+from harness.records import Budget, ExpectTool, Outcome, Reply, Step, Task, ToolCall, Turn
 from harness.results import load_results, task_entry
 from harness.scoring import score_budget
 from harness.taskfile import load_task_file
@@ -153,6 +153,22 @@ class Scoring(unittest.TestCase):
         for outcome in (Outcome("fail", "tool:wrong-name", "expected a, got b"), Outcome("error", "reply:timeout")):
             with self.subTest(outcome.code):
                 self.assertEqual(score_budget(task(budget), outcome, Reply((A1, A1, A1)), 9000), outcome)
+
+    def test_tokens_some_steps_did_not_report_are_an_error_never_a_pass(self) -> None:
+        steps = (Step(Reply((A1,), usage=(100, 20))), Step(Reply(text="done")))
+        reply = Reply((A1,), text="done", usage=(100, 20))
+        outcome = score_budget(task(Budget(max_tokens=1500)), PASS, reply, 5, (Turn("p", steps),))
+        self.assertEqual(
+            outcome,
+            Outcome(
+                "error",
+                "budget:no-usage",
+                "the agent reported no token usage for 1 of its 2 steps, so the budget of 1,500 tokens cannot be"
+                " checked",
+            ),
+        )
+        reported = (Turn("p", (steps[0], Step(Reply(text="done", usage=(130, 5))))),)
+        self.assertEqual(score_budget(task(Budget(max_tokens=1500)), PASS, reply, 5, reported), PASS)
 
     def test_a_loop_is_named_before_what_it_cost(self) -> None:
         outcome = score_budget(task(Budget(max_tool_calls=1)), PASS, Reply((A1, A1, A1)), 5)
