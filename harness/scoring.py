@@ -92,11 +92,8 @@ def _loop(calls: Sequence[ToolCall], repeats: int) -> str | None:
         run = run + 1 if same == last else 1
         last = same
         if run == repeats:
-            return (
-                f"{clip(call_text(call.name, call.args, values=True), SHOWN)} {repeats} times in a row in turn"
-                f" {call.turn}"
-                f" (maxRepeats {repeats})"
-            )
+            made = clip(call_text(call.name, call.args, values=True), SHOWN)
+            return f"{made} {repeats} times in a row in turn {call.turn} (maxRepeats {repeats})"
     return None
 
 

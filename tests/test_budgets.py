@@ -11,8 +11,21 @@ from typing import Any
 
 import junitparser
 
-from harness.records import Budget, ExpectTool, Outcome, Reply, Step, Task, ToolCall, Turn
+from harness.records import (
+    AgentRequest,
+    Budget,
+    ExpectTool,
+    Outcome,
+    Reply,
+    Step,
+    Task,
+    ToolCall,
+    ToolScript,
+    Turn,
+    replace,
+)
 from harness.results import load_results, task_entry
+from harness.running import run_task
 from harness.scoring import score_budget
 from harness.taskfile import load_task_file
 from harness.verdict import Tallies, decide, tally
@@ -21,6 +34,7 @@ from tests.support import (
     CANNED,
     CANONICAL_TASKS,
     ROOT,
+    InProcessAgent,
     TempDirTestCase,
     canonical_task_data,
     clean_env,
@@ -173,6 +187,25 @@ class Scoring(unittest.TestCase):
     def test_a_loop_is_named_before_what_it_cost(self) -> None:
         outcome = score_budget(task(Budget(max_tool_calls=1)), PASS, Reply((A1, A1, A1)), 5)
         self.assertEqual(outcome.code, "conversation:loop")
+
+
+class StepByStep(InProcessAgent):
+    """A model that calls imageman.asset.get for a1 in each of its first three steps, then answers."""
+
+    def run(self, request: AgentRequest) -> Reply:
+        return Reply((call(assetId="a1"),)) if len(request.steps) < 3 else Reply(text="ast_1 is 2 MB.")
+
+
+class Conversation(unittest.TestCase):
+    def test_the_same_call_in_three_steps_of_a_turn_is_a_loop(self) -> None:
+        scripted = replace(task(), tool_results={"imageman.asset.get": ToolScript(({"size": "2 MB"},))})
+        result = run_task(StepByStep(), scripted)
+        self.assertEqual(
+            (result.outcome.code, result.outcome.reason),
+            ("conversation:loop", 'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)'),
+        )
+        allowed = run_task(StepByStep(), replace(scripted, budget=Budget(max_repeats=4)))
+        self.assertEqual(allowed.outcome, PASS)
 
 
 def entry_of(code: str | None, *, blocking: bool, budget_blocks: bool | None) -> dict[str, Any]:
