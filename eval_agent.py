@@ -39,7 +39,8 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
-from harness.config import MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
+from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
+from harness.costs import require_tokens, task_cost
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
@@ -186,6 +187,8 @@ def run(argv: Sequence[str]) -> int:
     if baseline is not None and partial(baseline):
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
     compared_with = baseline_record(config.baseline_path, baseline) if config.baseline_path and baseline else None
+    if baseline is not None and "tokens" in config.growth_limits:
+        require_tokens(config.baseline_path or "", baseline, f"{MAX_TOKEN_GROWTH.flag} ({MAX_TOKEN_GROWTH.var})")
 
     settings = backend.describe()
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
@@ -224,8 +227,9 @@ def run(argv: Sequence[str]) -> int:
         if first is None:
             first = entry
         tallies.append(tally(entry))
-        if baseline is not None:
-            briefs.append({key: value for key, value in entry.items() if key != "trialResults"})
+        if baseline is not None:  # what the comparison needs of the trials is their cost
+            brief = {key: value for key, value in entry.items() if key != "trialResults"}
+            briefs.append({**brief, "cost": task_cost(entry["trialResults"])})
 
     in_task_order = InTaskOrder(tasks, config.runs, on_task)
 
@@ -248,7 +252,9 @@ def run(argv: Sequence[str]) -> int:
         from harness.comparison import compare, render
 
         comparison = compare(
-            baseline, {"manifest": manifest, "runs": config.runs, "results": briefs, "notRun": not_run}
+            baseline,
+            {"manifest": manifest, "runs": config.runs, "results": briefs, "notRun": not_run},
+            config.growth_limits,
         )
     summary = decide(
         tallies,
@@ -258,6 +264,7 @@ def run(argv: Sequence[str]) -> int:
         not_run=len(not_run),
         regressed=comparison.regressed if comparison else (),
         overall_regressed=comparison.overall_regressed if comparison else False,
+        growth=comparison.growth if comparison else (),
         interrupted=isinstance(stop, KeyboardInterrupt),
         internal_error=hidden.mask(internal_error(stop)) if isinstance(stop, Exception) else None,
     )

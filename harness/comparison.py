@@ -3,14 +3,17 @@ more than chance (Fisher's exact test). A run with --baseline, merge, compare an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from functools import cache
 from math import comb
 from typing import Any
 
-from harness.records import record
-from harness.text import count, percent
+from harness.costs import OVERALL_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
+from harness.records import Growth, change_percent, record
+from harness.results import growth_document, rounded_percent
+from harness.text import count, growth_text, millis, percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
 ORDER = (
@@ -27,6 +30,7 @@ ORDER = (
 )
 # The changes of a task both runs measured with the same definition: what the overall test counts.
 ALIKE = frozenset({"regressed", "still failing", "fixed", "noise", "still passing"})
+COST_TASKS_LISTED = 50  # tasks whose cost a comparison's text lists one by one; --out and the HTML report have all
 SETTINGS = [
     ("backend", ("backend",)),
     ("URL", ("backendSettings", "url")),
@@ -61,6 +65,8 @@ class Comparison:
     overall_p: float | None  # over the tasks measured alike on both sides, with repeats on both
     overall_regressed: bool  # those tasks' pass count fell, significantly
     runs: tuple[int, int]  # then, now
+    costs: CostComparison  # of the tasks measured alike on both sides
+    growth: tuple[Growth, ...]  # each figure a growth limit applies to, with the limit given
 
     @property
     def regressed(self) -> list[str]:
@@ -167,8 +173,11 @@ def classify(
     )
 
 
-def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Comparison:
-    """Compare two runs task by task, category by category and overall.
+def compare(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], limits: Mapping[str, Decimal] | None = None
+) -> Comparison:
+    """Compare two runs task by task, category by category and overall, and what the tasks measured alike cost, with
+    the growth limits given (tokens, toolCalls, latencyMs -> percent).
 
     Each is a results document, or as much of one as a run has before its verdict: its manifest, runs and entries.
     """
@@ -198,6 +207,7 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Compar
         )
         overall_p = fisher_exact(b, nb - b, a, na - a)
         overall_regressed = overall_p < ALPHA and a * nb < b * na
+    costs = compare_costs(_costs(tasks, before, after))
     settings = []
     for label, path in SETTINGS:
         setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
@@ -211,7 +221,22 @@ def compare(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Compar
         overall_p,
         overall_regressed,
         (baseline["runs"], candidate["runs"]),
+        costs,
+        growths(costs, limits or {}),
     )
+
+
+def _costs(
+    tasks: Iterable[TaskChange], before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]
+) -> Iterator[tuple[str, TaskCost, TaskCost]]:
+    """Each task measured alike on both sides whose cost both sides recorded, with its cost then and now, in the
+    candidate's order."""
+    alike = {task.id for task in tasks if task.change in ALIKE}
+    for task_id, entry in after.items():
+        if task_id in alike:
+            then, now = cost_of(before[task_id]), cost_of(entry)
+            if then is not None and now is not None:
+                yield task_id, then, now
 
 
 def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> list[str]:
@@ -228,6 +253,7 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     for change in ("not selected", "still passing"):
         if counts[change]:
             lines.append(f"{change.upper():<18} {count(counts[change], 'task')}")
+    lines += cost_lines(comparison)
     lines.append(f"{'category':<20} {'then':>6} {'now':>6}  change")
     for category, (then, now) in comparison.by_category.items():
         lines.append(f"{category:<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}")
@@ -246,6 +272,64 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
         lines.append(significance_rule(*comparison.runs))
     lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
     return lines
+
+
+def cost_lines(comparison: Comparison) -> list[str]:
+    """What the tasks measured alike cost then and now, overall and per task (the first COST_TASKS_LISTED), a growth
+    limit beside its figure; nothing when no task's cost was recorded on both sides."""
+    costs = comparison.costs
+    if not costs.tasks:
+        return []
+    limits = {growth.figure: growth for growth in comparison.growth}
+    basis = f"each task's mean per trial, summed over the {count(len(costs.tasks), 'task')} measured alike"
+    lines = [f"{'cost':<20} {'then':>12} {'now':>12}  change ({basis})"]
+    for key, label in OVERALL_FIGURES.items():
+        then, now = costs.overall[key]
+        change = cost_change(then, now)
+        if key == "tokens" and costs.token_tasks < len(costs.tasks) and costs.token_tasks:
+            change += f" (over the {count(costs.token_tasks, 'task')} that recorded tokens in both)"
+        growth = limits.get(key)
+        if growth is not None and growth.limit is not None:
+            change += f" (limit {percent(growth.limit, 10)}%{': exceeded' if growth.exceeded else ''})"
+        lines.append(f"{label:<20} {cost_figure(key, then):>12} {cost_figure(key, now):>12}  {change}")
+    for task_id, then_cost, now_cost in costs.tasks[:COST_TASKS_LISTED]:
+        lines.append(f"  {task_id}: {task_cost_text(then_cost, now_cost)}")
+    if len(costs.tasks) > COST_TASKS_LISTED:
+        lines.append(f"  … and {count(len(costs.tasks) - COST_TASKS_LISTED, 'task')} more")
+    return lines
+
+
+def task_cost_text(then: TaskCost, now: TaskCost) -> str:
+    """`tokens 120 → 150 (+25%) · tool calls 1 → 1 · steps 1 → 1 · latency 12ms → 15ms (+25%)`; with repeats on
+    either side, latency's median and p95; tokens when either side recorded them."""
+    figures = [("tokens", "tokens", then.tokens, now.tokens)] if then.tokens is not None or now.tokens else []
+    figures += [("tool calls", "toolCalls", then.tool_calls, now.tool_calls), ("steps", "steps", then.steps, now.steps)]
+    if len(then.latencies_ms) == len(now.latencies_ms) == 1:
+        figures.append(("latency", "latencyMs", then.latency_ms, now.latency_ms))
+    else:
+        figures.append(("latency median", "latencyMs", then.latency_median_ms, now.latency_median_ms))
+        figures.append(("p95", "latencyMs", then.latency_p95_ms, now.latency_p95_ms))
+    return " · ".join(
+        f"{label} {cost_figure(key, a)} → {cost_figure(key, b)}" + ("" if a == b else f" ({cost_change(a, b)})")
+        for label, key, a, b in figures
+    )
+
+
+def cost_figure(key: str, value: float | None) -> str:
+    """A cost figure as reports show it: `not recorded`, `1234`, `1.5`, `12ms`."""
+    if value is None:
+        return "not recorded"
+    if key.startswith("latency"):
+        return millis(value)
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def cost_change(then: float | None, now: float | None) -> str:
+    """`+21.5%`, `no change`, `from 0`, `-`: a cost figure's change, as reports show it."""
+    grew = change_percent(then, now)
+    if grew is not None:
+        return growth_text(grew)
+    return "from 0" if then == 0 and now else "-"
 
 
 def comparison_document(
@@ -275,6 +359,7 @@ def comparison_document(
         "byCategory": {
             c: {"then": _number(then), "now": _number(now)} for c, (then, now) in comparison.by_category.items()
         },
+        "cost": cost_document(comparison),
         "tasks": [
             {
                 "id": t.id,
@@ -287,6 +372,38 @@ def comparison_document(
             for t in comparison.tasks
         ],
     }
+
+
+def cost_document(comparison: Comparison) -> dict[str, Any]:
+    """The cost of the tasks measured alike, then and now, overall and per task, as `compare --out` writes it."""
+    costs = comparison.costs
+    return {
+        "tasks": len(costs.tasks),
+        "tokenTasks": costs.token_tasks,
+        "overall": {key: _figure(*costs.overall[key]) for key in OVERALL_FIGURES},
+        "growth": growth_document(comparison.growth),
+        "byTask": [
+            {
+                "id": task_id,
+                **{
+                    key: _figure(of(then), of(now))
+                    for key, of in (
+                        ("tokens", lambda cost: cost.tokens),
+                        ("toolCalls", lambda cost: cost.tool_calls),
+                        ("steps", lambda cost: cost.steps),
+                        ("latencyMs", lambda cost: cost.latency_ms),
+                        ("latencyMedianMs", lambda cost: cost.latency_median_ms),
+                        ("latencyP95Ms", lambda cost: cost.latency_p95_ms),
+                    )
+                },
+            }
+            for task_id, then, now in costs.tasks
+        ],
+    }
+
+
+def _figure(then: float | None, now: float | None) -> dict[str, Any]:
+    return {"then": then, "now": now, "percent": rounded_percent(change_percent(then, now))}
 
 
 def _verdict(entry: Mapping[str, Any]) -> str:

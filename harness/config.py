@@ -28,12 +28,22 @@ MAX_TEXT_FILE_BYTES = 8 << 20  # a system prompt: 8 MiB is more text than any mo
 
 def percentage(text: str, where: str) -> Decimal:
     """A percentage from 0 to 100, exact: a gate of 66.67 is not met by 2 of 3."""
+    return _percent(text, text.strip(), where, Decimal(100))
+
+
+def growth_limit(text: str, where: str) -> Decimal:
+    """How much a cost may grow against the baseline, in percent, `20` or `20%`: 0 or more, exact."""
+    return _percent(text, text.strip().removesuffix("%"), where, None)
+
+
+def _percent(text: str, number: str, where: str, most: Decimal | None) -> Decimal:
     try:
-        value = Decimal(text.strip())
+        value = Decimal(number)
     except InvalidOperation:
         value = Decimal("NaN")
-    if not value.is_finite() or not 0 <= value <= 100:
-        raise ConfigError(f"{where}: expected a percentage from 0 to 100, got {text!r}")
+    if not value.is_finite() or value < 0 or (most is not None and value > most):
+        expected = "a percentage from 0 to 100" if most is not None else "a percentage of 0 or more"
+        raise ConfigError(f"{where}: expected {expected}, got {text!r}")
     if -value.normalize().as_tuple().exponent > GATE_PLACES:  # type: ignore[operator]
         raise ConfigError(f"{where}: at most {GATE_PLACES} decimals, got {text!r}")
     return value
@@ -171,6 +181,29 @@ BASELINE = Setting(
     help="compare with this results file and fail on any regression",
     metavar="FILE",
 )
+MAX_TOKEN_GROWTH = Setting(
+    var="EVAL_MAX_TOKEN_GROWTH",
+    flag="--max-token-growth",
+    help="fail the gate when the tokens of the tasks both runs ran grow by more than this against --baseline",
+    read=growth_limit,
+    metavar="PERCENT",
+)
+MAX_LATENCY_GROWTH = Setting(
+    var="EVAL_MAX_LATENCY_GROWTH",
+    flag="--max-latency-growth",
+    help="fail the gate when the latency of the tasks both runs ran grows by more than this against --baseline",
+    read=growth_limit,
+    metavar="PERCENT",
+)
+MAX_TOOL_CALL_GROWTH = Setting(
+    var="EVAL_MAX_TOOL_CALL_GROWTH",
+    flag="--max-tool-call-growth",
+    help="fail the gate when the tool calls of the tasks both runs ran grow by more than this against --baseline",
+    read=growth_limit,
+    metavar="PERCENT",
+)
+# The growth limits, by the figure of the results file each applies to.
+GROWTH_LIMITS = {"tokens": MAX_TOKEN_GROWTH, "latencyMs": MAX_LATENCY_GROWTH, "toolCalls": MAX_TOOL_CALL_GROWTH}
 MCP_HEADERS = Setting(
     var="EVAL_MCP_HEADERS",
     flag=None,
@@ -181,7 +214,8 @@ MCP_HEADERS = Setting(
 )
 RUN_SETTINGS = (
     GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,
-    SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE,
+    SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE, MAX_TOKEN_GROWTH, MAX_LATENCY_GROWTH,
+    MAX_TOOL_CALL_GROWTH,
 )  # fmt: skip
 
 
@@ -203,6 +237,7 @@ class Config:
     shard: tuple[int, int] | None = None
     dry_run: bool = False
     baseline_path: str | None = None
+    growth_limits: Mapping[str, Decimal] = field(default_factory=dict)  # figure -> percent: see GROWTH_LIMITS
 
 
 def run_config(sources: Sources) -> Config:
@@ -222,7 +257,19 @@ def run_config(sources: Sources) -> Config:
         shard=sources.get(SHARD),
         dry_run=sources.get(DRY_RUN),
         baseline_path=sources.get(BASELINE),
+        growth_limits=growth_limits(sources),
     )
+
+
+def growth_limits(sources: Sources) -> dict[str, Decimal]:
+    """The growth limits given, by figure; ConfigError naming a limit given without a baseline, and the baseline."""
+    given = {figure: setting for figure, setting in GROWTH_LIMITS.items() if sources.given(setting)}
+    if given and not sources.given(BASELINE):
+        where = sources.text(next(iter(given.values())))[1]
+        raise ConfigError(
+            f"{where}: a growth limit needs a baseline to grow from: give {BASELINE.flag} ({BASELINE.var})"
+        )
+    return {figure: sources.get(setting) for figure, setting in given.items()}
 
 
 def _input(sources: Sources, setting: Setting, what: str) -> Input:

@@ -624,6 +624,38 @@ class CategoryCount:
     total: int
 
 
+def change_percent(then: float | None, now: float | None) -> Fraction | None:
+    """How much a figure changed from then to now, in percent, exactly; None when either is not recorded, or from 0."""
+    if then is None or now is None or (then == 0 and now != 0):
+        return None
+    return Fraction(0) if then == now else (Fraction(now) / Fraction(then) - 1) * 100
+
+
+@record
+class Growth:
+    """A cost figure of the tasks both runs measured alike, then and now (None: not recorded), and its growth limit."""
+
+    figure: str  # tokens, toolCalls or latencyMs: as the results file names it
+    then: float | None
+    now: float | None
+    limit: Decimal | None  # in percent; None when no limit is set
+    tasks: int  # how many tasks the figures are summed over
+
+    @property
+    def percent(self) -> Fraction | None:
+        """How much it grew, in percent, exactly; None when that cannot be said (not recorded, no task measured in
+        both runs, or from 0 to more)."""
+        return change_percent(self.then, self.now) if self.tasks else None
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether a limit is set and the figure grew past it, or cannot be compared: a limit is never passed unseen."""
+        if self.limit is None:
+            return False
+        grew = self.percent
+        return grew is None or grew > Fraction(self.limit)
+
+
 @record
 class Summary:
     """The verdict on a run: its trials counted, the gate decided, every reason it failed, and the exit code."""
@@ -638,7 +670,8 @@ class Summary:
     by_category: Mapping[str, CategoryCount]
     gate_failed_because: tuple[
         str, ...
-    ] = ()  # below-gate, blocking-failed, regression, overall-regression, unreachable, not-run, internal-error
+    ] = ()  # below-gate, blocking-failed, regression, overall-regression, token-growth, tool-call-growth,
+    # latency-growth, unreachable, not-run, internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"
@@ -651,6 +684,7 @@ class Summary:
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total
     latency_ms: float = 0.0
     over_budget: int = 0  # trials that did what their task asks but broke its budget or the loop rule
+    growth: tuple[Growth, ...] = ()  # against a baseline, when one was given: each figure a growth limit applies to
 
     @property
     def rate(self) -> Fraction:

@@ -10,10 +10,22 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, get_args
 
 from harness.files import read_capped
-from harness.records import ConfigError, EndState, Result, ResultSource, Summary, Task, ToolCall, ToolResult, Turn
+from harness.records import (
+    ConfigError,
+    EndState,
+    Growth,
+    Result,
+    ResultSource,
+    Summary,
+    Task,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
 from harness.text import count, expected_text, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
@@ -219,6 +231,19 @@ DOCUMENT = {
     "violations": [TEXT],
     "overBudget": IfThere(WHOLE),
     "regressed": [TEXT],
+    "growth": IfThere(
+        Each(
+            {
+                "then": Maybe(NUMBER),
+                "now": Maybe(NUMBER),
+                "percent": Maybe(NUMBER),
+                "limit": Maybe(NUMBER),
+                "exceeded": FLAG,
+                "tasks": WHOLE,
+            },
+            key=_is("tokens, toolCalls or latencyMs", lambda value: value in ("tokens", "toolCalls", "latencyMs")),
+        )
+    ),
     "usage": IfThere(Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE, "latencyMs": NUMBER})),
     "byCategory": Each({"passed": WHOLE, "total": WHOLE}),
     "results": [ENTRY],
@@ -370,6 +395,7 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "violations": list(summary.violations),
         "overBudget": summary.over_budget,
         "regressed": list(summary.regressed),
+        **({"growth": growth_document(summary.growth)} if summary.growth else {}),
         "usage": {
             "inputTokens": summary.tokens[0],
             "outputTokens": summary.tokens[1],
@@ -379,6 +405,26 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         else None,
         "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
     }
+
+
+def growth_document(growth: Iterable[Growth]) -> dict[str, Any]:
+    """Each figure a growth limit applies to, against the baseline, as the results file and `compare --out` keep it."""
+    return {
+        g.figure: {
+            "then": g.then,
+            "now": g.now,
+            "percent": rounded_percent(g.percent),
+            "limit": None if g.limit is None else float(g.limit),
+            "exceeded": g.exceeded,
+            "tasks": g.tasks,
+        }
+        for g in growth
+    }
+
+
+def rounded_percent(value: Fraction | None) -> float | None:
+    """A change in percent as the files keep it: to 4 decimals."""
+    return None if value is None else round(float(value), 4)
 
 
 def results_document(

@@ -10,7 +10,7 @@ from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
-from harness.records import Summary, Task
+from harness.records import Growth, Summary, Task
 
 PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # what providers refuse in a tool's name
 
@@ -29,12 +29,20 @@ ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.d
 # judges and writes them by recursion, which a deeper one would exhaust.
 JSON_DEPTH = 100
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
+GROWTH_PLACES = 10  # the most decimals a growth limit may have, as a gate
+# The figures a growth limit applies to: the gate's reason when one grew past it, the key in the results file, and
+# what a person calls it.
+GROWTH_FIGURES = {"token-growth": ("tokens", "tokens"), "tool-call-growth": ("toolCalls", "tool calls"),
+                  "latency-growth": ("latencyMs", "latency")}  # fmt: skip
 # Why the gate failed, as the headline says it; the results file keeps the codes.
 REASONS = {
     "below-gate": "below the gate",
     "blocking-failed": "blocking task failed",
     "regression": "regression against the baseline",
     "overall-regression": "significant overall drop against the baseline",
+    "token-growth": "tokens grew past the limit against the baseline",
+    "tool-call-growth": "tool calls grew past the limit against the baseline",
+    "latency-growth": "latency grew past the limit against the baseline",
     "unreachable": "nothing reached the agent",
     "not-run": "tasks not run",
     "internal-error": "internal error",
@@ -262,8 +270,41 @@ def headline(summary: Summary) -> str:
 
 
 def _reason(summary: Summary, code: str) -> str:
+    grown = next((growth for growth in summary.growth if GROWTH_FIGURES.get(code, ("",))[0] == growth.figure), None)
+    if grown is not None:
+        return growth_reason(grown)
     tasks = {"blocking-failed": summary.blocking_failed, "regression": summary.regressed}.get(code)
     return f"{REASONS[code]} ({', '.join(tasks)})" if tasks else REASONS[code]
+
+
+def growth_reason(growth: Growth) -> str:
+    """`tokens +34% against the baseline (limit 20%)`: why a growth limit failed the gate, or why it could not be
+    checked."""
+    label = next(name for key, name in GROWTH_FIGURES.values() if key == growth.figure)
+    limit = f"(limit {percent(growth.limit or Decimal(0), GROWTH_PLACES)}%)"
+    grew = growth.percent
+    if grew is not None:
+        return f"{label} {growth_text(grew, growth.limit)} against the baseline {limit}"
+    if growth.then == 0 and growth.now:
+        return f"{label} from 0 to {growth.now:g} against the baseline {limit}"
+    missing = (
+        "the baseline recorded none"
+        if growth.then is None
+        else "this run recorded none"
+        if growth.now is None
+        else "no task recorded them in both runs"
+    )
+    return f"{label} cannot be compared with the baseline: {missing} {limit}"
+
+
+def growth_text(grew: Fraction, limit: Decimal | None = None) -> str:
+    """`+34%`, `-12.5%`, `no change`: a growth in percent, with as many decimals as tell it from its limit."""
+    if not grew:
+        return "no change"
+    places = 1
+    while limit is not None and places < GROWTH_PLACES and percent(abs(grew), places) == percent(limit, places):
+        places += 1
+    return f"{'+' if grew > 0 else '-'}{percent(abs(grew), places)}%"
 
 
 def count(n: int, noun: str) -> str:

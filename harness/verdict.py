@@ -10,7 +10,8 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
-from harness.records import CategoryCount, GateOn, Status, Summary, Tally
+from harness.records import CategoryCount, GateOn, Growth, Status, Summary, Tally
+from harness.text import GROWTH_FIGURES
 
 # The most decimals a gate may have: the results file keeps the gate as a float, which gives back 15 digits as they
 # were written (3 of them before the point), and the headline prints it whole.
@@ -115,14 +116,15 @@ def decide(
     not_run: int = 0,
     regressed: Sequence[str] = (),
     overall_regressed: bool = False,
+    growth: Sequence[Growth] = (),
     interrupted: bool = False,
     internal_error: str | None = None,
 ) -> Summary:
     """Count trials overall and per category, compute pass^k and flaky tasks, decide the gate, say why, pick the exit.
 
     The gate fails when the rate is below it, a blocking task did not pass, a task or the overall pass count regressed
-    against the baseline, nothing reached the agent, a task did not run, or a bug cut the run short: each reason is
-    listed.
+    against the baseline, a cost grew past its limit against it (or cannot be compared with it), nothing reached the
+    agent, a task did not run, or a bug cut the run short: each reason is listed.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
@@ -157,6 +159,9 @@ def decide(
         "blocking-failed": bool(blocking_failed),
         "regression": bool(regressed),
         "overall-regression": overall_regressed,
+        **{
+            code: any(g.figure == figure and g.exceeded for g in growth) for code, (figure, _) in GROWTH_FIGURES.items()
+        },
         "unreachable": unreachable,
         "not-run": not_run > 0 or not total,
         "internal-error": internal_error is not None,
@@ -192,6 +197,7 @@ def decide(
         tokens=total_tokens(tokens),
         latency_ms=latency_ms,
         over_budget=over_budget,
+        growth=tuple(growth),
     )
 
 

@@ -6,21 +6,26 @@ import sys
 from collections.abc import Sequence
 
 from harness.comparison import compare, comparison_document, render
+from harness.config import GROWTH_LIMITS, MAX_TOKEN_GROWTH
+from harness.costs import require_tokens
 from harness.flags import Parser
 from harness.reporters import check_outputs
 from harness.reporters.console import say
 from harness.results import load_results, partial, render_json, write_atomic
+from harness.text import GROWTH_FIGURES, growth_reason
 
 
 def main(argv: Sequence[str]) -> int:
-    """Print (and with --out write) the comparison; exit 1 on a regression unless --fail-on none."""
+    """Print (and with --out write) the comparison; exit 1 on a regression unless --fail-on none, or on a cost grown
+    past a limit given."""
     parser = Parser(
         prog="eval_agent.py compare",
         description="Compare a candidate run with a baseline run: regressions first, then fixes, new and removed "
         "tasks, and pass-rates.",
         epilog="Exit codes: 0 nothing regressed, 1 a task or the overall pass count regressed (with --fail-on "
-        "regressed) or a file is a partial run (without --allow-partial), 2 a file is unreadable or not a results "
-        "file.",
+        "regressed), a cost grew past its limit (--max-token-growth, --max-latency-growth, --max-tool-call-growth) or "
+        "a file is a partial run (without --allow-partial), 2 a file is unreadable or not a results file, or a token "
+        "limit is given for files that recorded no tokens.",
     )
     parser.add_argument("baseline", metavar="BASELINE")
     parser.add_argument("candidate", metavar="CANDIDATE")
@@ -36,7 +41,19 @@ def main(argv: Sequence[str]) -> int:
         default="regressed",
         help="exit 1 when a task or the overall pass count regressed (default), or never",
     )
+    labels = dict(GROWTH_FIGURES.values())
+    for figure, setting in GROWTH_LIMITS.items():
+        parser.add_argument(
+            setting.flag or "",
+            metavar=setting.metavar,
+            help=f"exit 1 when the {labels[figure]} of the tasks measured alike grow by more than this, e.g. 20%%",
+        )
     args = parser.parse_args(argv)
+    limits = {
+        figure: setting.read(value, setting.flag or "")
+        for figure, setting in GROWTH_LIMITS.items()
+        if (value := getattr(args, setting.dest)) is not None
+    }
     inputs = [(args.baseline, "BASELINE", "the baseline"), (args.candidate, "CANDIDATE", "the candidate")]
     check_outputs([(args.out, "--out")] if args.out else [], inputs, "compare")
     baseline, candidate = load_results(args.baseline), load_results(args.candidate)
@@ -48,11 +65,17 @@ def main(argv: Sequence[str]) -> int:
                 file=sys.stderr,
             )
             return 1
-    comparison = compare(baseline, candidate)
+    if "tokens" in limits:
+        for path, document in ((args.baseline, baseline), (args.candidate, candidate)):
+            require_tokens(path, document, MAX_TOKEN_GROWTH.flag or "")
+    comparison = compare(baseline, candidate, limits)
     for line in render(comparison, args.baseline, args.candidate):
         say(line)
     if args.out:
         document = comparison_document(comparison, args.baseline, args.candidate, baseline, candidate)
         write_atomic(args.out, render_json(document))
     regressed = comparison.regressed or comparison.overall_regressed
-    return 1 if regressed and args.fail_on == "regressed" else 0
+    grown = [growth for growth in comparison.growth if growth.exceeded]
+    for growth in grown:
+        say(f"gate: {growth_reason(growth)}")
+    return 1 if (regressed and args.fail_on == "regressed") or grown else 0

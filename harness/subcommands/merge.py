@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.comparison import Comparison, compare, render
 from harness.config import percentage
+from harness.costs import require_tokens
 from harness.flags import Parser
 from harness.records import ConfigError, Summary, Unreachable
 from harness.reporters import (
@@ -124,7 +125,10 @@ def merge(
     comparison = None
     if baseline is not None:
         merged = {"manifest": manifest, "runs": first["runs"], "results": results, "notRun": not_run}
-        comparison = compare(baseline[1], merged)
+        limits = _growth_limits(first)
+        if "tokens" in limits:
+            require_tokens(baseline[0], baseline[1], f"{first_path}'s growth.tokens.limit")
+        comparison = compare(baseline[1], merged, limits)
     summary = decide(
         [tally(entry) for entry in results],
         gate if gate is not None else Decimal(str(first["gate"])),
@@ -133,6 +137,7 @@ def merge(
         not_run=len(not_run),
         regressed=comparison.regressed if comparison else (),
         overall_regressed=comparison.overall_regressed if comparison else False,
+        growth=comparison.growth if comparison else (),
         internal_error=next((doc["internalError"] for doc in shards if doc.get("internalError")), None),
     )
     document = results_document(
@@ -169,6 +174,7 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
             "task file": task_file.get("sha256"),
             "selection": (selection.get("task") or [], selection.get("category") or []),
             "baseline": (baseline.get("path"), baseline.get("sha256")) if isinstance(baseline, dict) else None,
+            "growth limits": _growth_limits(doc),
         }
 
     mine, theirs = shared(doc), shared(first)
@@ -178,6 +184,12 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
         keys = sorted(key for key in {*settings[0], *settings[1]} if settings[0].get(key) != settings[1].get(key))
         mine["backend settings"], theirs["backend settings"] = ({key: one.get(key) for key in keys} for one in settings)
     return {label: (mine[label], theirs[label]) for label in mine}
+
+
+def _growth_limits(doc: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The growth limits a shard was run with, by figure: the merge applies them to the whole run."""
+    growth = doc.get("growth", {})
+    return {figure: Decimal(str(g["limit"])) for figure, g in growth.items() if g["limit"] is not None}
 
 
 def _describe(label: str, value: Any) -> str:
@@ -191,6 +203,8 @@ def _describe(label: str, value: Any) -> str:
     if label == "selection":
         flags = [f"--task {glob}" for glob in value[0]] + [f"--category {glob}" for glob in value[1]]
         return " ".join(flags) or "all tasks"
+    if label == "growth limits":
+        return ", ".join(f"{figure} {limit}%" for figure, limit in value.items()) or "none"
     if label == "baseline":
         return "none" if value is None else f"{value[0]}, SHA-256 {_short(value[1])}"
     return str(value)

@@ -1,0 +1,275 @@
+"""Cost against a baseline: tokens, tool calls, steps and latency then and now, and the growth limits on them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from harness.comparison import compare, comparison_document, render
+from harness.config import RUN_SETTINGS, read_command_line, run_config
+from harness.costs import task_cost
+from harness.records import ConfigError, Growth, Tally
+from harness.text import headline
+from harness.verdict import decide
+from tests.support import TempDirTestCase, canned, clean_env, run_cli, send_json
+
+GET = {"name": "imageman.asset.get", "args": {"assetId": "ast_7f3k2p9q"}}
+
+
+def trial(tokens: tuple[int, int] | None = None, calls: int = 1, steps: int = 1, ms: float = 10.0) -> dict[str, Any]:
+    """A passing trial as the results file keeps it, of the cost given."""
+    return {
+        "status": "pass",
+        "toolCalls": [GET] * calls,
+        "durationMs": ms,
+        "usage": {"inputTokens": tokens[0], "outputTokens": tokens[1]} if tokens else None,
+        "steps": steps,
+    }
+
+
+def entry(task_id: str, *trials: dict[str, Any], sha: str = "s1") -> dict[str, Any]:
+    """A passing task's entry, with its trials."""
+    return {
+        "id": task_id,
+        "category": "c",
+        "sha256": sha,
+        "status": "pass",
+        "code": None,
+        "reason": None,
+        "passes": len(trials),
+        "trials": len(trials),
+        "trialResults": list(trials),
+    }
+
+
+def run_of(*entries: dict[str, Any]) -> dict[str, Any]:
+    """As much of a results document as compare reads."""
+    ids = [e["id"] for e in entries]
+    manifest = {"taskFile": {"sha256": "f"}, "selection": {"shard": None, "taskIds": ids}}
+    return {"manifest": manifest, "runs": entries[0]["trials"], "results": list(entries), "notRun": []}
+
+
+class Figures(TempDirTestCase):
+    def test_a_tasks_cost_is_its_mean_per_trial_and_its_latencys_median_and_p95(self) -> None:
+        trials = [trial((100, 20), 1, 1, 10.0), trial(None, 3, 2, 30.0), trial((60, 20), 2, 3, 20.0)]
+        trials += [trial((100, 20), 2, 2, ms) for ms in (40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)]
+        cost = task_cost(trials)
+        # Tokens over the trials that reported usage (9 of 10): (8 × 120 + 80) / 9.
+        self.assertEqual(
+            (cost.tokens, cost.tool_calls, cost.steps), ((8 * 120 + 80) / 9, (1 + 3 + 2 + 2 * 7) / 10, 20 / 10)
+        )
+        self.assertEqual((cost.latency_ms, cost.latency_median_ms, cost.latency_p95_ms), (55.0, 55.0, 100.0))
+        self.assertIsNone(task_cost([trial(None), trial(None)]).tokens, "not recorded, never 0")
+
+    def test_the_overall_figures_sum_the_means_of_the_tasks_both_ran_alike(self) -> None:
+        then = run_of(
+            entry("a", trial((100, 0), 1, 1, 10.0), trial((100, 0), 1, 1, 30.0)),
+            entry("b", trial((50, 0), 2, 3, 20.0), trial((50, 0), 2, 3, 20.0)),
+            entry("changed", trial((10, 0)), trial((10, 0))),
+            entry("removed", trial((10, 0)), trial((10, 0))),
+        )
+        now = run_of(
+            entry("a", trial((150, 0), 2, 2, 40.0), trial((150, 0), 2, 2, 40.0)),
+            entry("b", trial((75, 0), 2, 3, 20.0), trial(None, 2, 3, 20.0)),
+            entry("changed", trial((999, 0)), trial((999, 0)), sha="s2"),
+            entry("new", trial((999, 0)), trial((999, 0))),
+        )
+        comparison = compare(then, now)
+        costs = comparison.costs
+        self.assertEqual([task_id for task_id, *_ in costs.tasks], ["a", "b"], "a changed definition is not counted")
+        self.assertEqual(
+            costs.overall,
+            {
+                "tokens": (150.0, 225.0),
+                "toolCalls": (3.0, 4.0),
+                "steps": (4.0, 5.0),
+                "latencyMs": (40.0, 60.0),
+                "latencyMedianMs": (20.0, 30.0),
+                "latencyP95Ms": (30.0, 40.0),
+            },
+        )
+        lines = render(comparison, "base.json", "now.json")
+        start = lines.index(
+            "cost                         then          now  change (each task's mean per trial, summed over the 2"
+            " tasks measured alike)"
+        )
+        self.assertEqual(
+            lines[start + 1 : start + 9],
+            [
+                "tokens                        150          225  +50%",
+                "tool calls                      3            4  +33.3%",
+                "steps                           4            5  +25%",
+                "latency                      40ms         60ms  +50%",
+                "latency median               20ms         30ms  +50%",
+                "latency p95                  30ms         40ms  +33.3%",
+                "  a: tokens 100 → 150 (+50%) · tool calls 1 → 2 (+100%) · steps 1 → 2 (+100%) · latency median"
+                " 20ms → 40ms (+100%) · p95 30ms → 40ms (+33.3%)",
+                "  b: tokens 50 → 75 (+50%) · tool calls 2 → 2 · steps 3 → 3 · latency median 20ms → 20ms · p95 20ms"
+                " → 20ms",
+            ],
+        )
+        document = comparison_document(
+            comparison,
+            "base.json",
+            "now.json",
+            {"runId": "r1", "fingerprint": "f1"},
+            {"runId": "r2", "fingerprint": "f2"},
+        )
+        cost = document["cost"]
+        self.assertEqual((cost["tasks"], cost["tokenTasks"]), (2, 2))
+        self.assertEqual(cost["overall"]["toolCalls"], {"then": 3.0, "now": 4.0, "percent": 33.3333})
+        self.assertEqual(cost["byTask"][0]["latencyP95Ms"], {"then": 30.0, "now": 40.0, "percent": 33.3333})
+        self.assertEqual(
+            cost["growth"]["tokens"],
+            {"then": 150.0, "now": 225.0, "percent": 50.0, "limit": None, "exceeded": False, "tasks": 2},
+        )
+
+    def test_tokens_are_not_recorded_when_neither_run_recorded_any(self) -> None:
+        comparison = compare(run_of(entry("a", trial())), run_of(entry("a", trial())))
+        self.assertEqual(comparison.costs.overall["tokens"], (None, None))
+        self.assertIn("tokens               not recorded not recorded  -", render(comparison, "a", "b"))
+
+
+# (figure, then, now, limit, exceeded, the reason the headline gives): each limit passed and failed.
+LIMITS = [
+    ("tokens", 1000.0, 1340.0, "20", True, "tokens +34% against the baseline (limit 20%)"),
+    ("tokens", 1000.0, 1200.0, "20", False, None),
+    ("tokens", 1000.0, 1200.4, "20", True, "tokens +20.04% against the baseline (limit 20%)"),
+    ("tokens", 1000.0, 500.0, "0", False, None),
+    ("toolCalls", 10.0, 13.0, "25", True, "tool calls +30% against the baseline (limit 25%)"),
+    ("toolCalls", 10.0, 12.0, "25", False, None),
+    ("toolCalls", 0.0, 0.0, "0", False, None),
+    ("toolCalls", 0.0, 2.0, "100", True, "tool calls from 0 to 2 against the baseline (limit 100%)"),
+    ("latencyMs", 200.0, 300.0, "49.5", True, "latency +50% against the baseline (limit 49.5%)"),
+    ("latencyMs", 200.0, 299.0, "49.5", False, None),
+    ("tokens", None, 1000.0, "20", True, "tokens cannot be compared with the baseline: the baseline recorded none"),
+    ("tokens", 1000.0, None, "20", True, "tokens cannot be compared with the baseline: this run recorded none"),
+]
+
+
+class Limits(TempDirTestCase):
+    def test_each_limit_fails_the_gate_only_past_it_and_the_verdict_names_it(self) -> None:
+        codes = {"tokens": "token-growth", "toolCalls": "tool-call-growth", "latencyMs": "latency-growth"}
+        for figure, then, now, limit, exceeded, reason in LIMITS:
+            with self.subTest(figure=figure, then=then, now=now, limit=limit):
+                growth = Growth(figure=figure, then=then, now=now, limit=Decimal(limit), tasks=3)
+                self.assertEqual(growth.exceeded, exceeded)
+                summary = decide([Tally("t", "c", ("pass",))], Decimal(80), growth=[growth])
+                self.assertEqual(summary.gate_failed_because, (codes[figure],) if exceeded else ())
+                self.assertEqual(summary.exit_code, 1 if exceeded else 0)
+                if reason is not None:
+                    self.assertIn(f"gate not met: {reason}", headline(summary))
+
+    def test_a_figure_without_a_limit_never_fails_the_gate(self) -> None:
+        growth = Growth(figure="tokens", then=None, now=5.0, limit=None, tasks=1)
+        self.assertEqual(decide([Tally("t", "c", ("pass",))], Decimal(80), growth=[growth]).gate_failed_because, ())
+
+    def test_tokens_the_run_did_not_record_fail_a_token_limit_the_baseline_had_tokens_for(self) -> None:
+        then = run_of(entry("a", trial((100, 20))), entry("b", trial((100, 20))))
+        now = run_of(entry("a", trial()), entry("b", trial()))
+        (tokens, *_) = compare(then, now, {"tokens": Decimal(20)}).growth
+        self.assertEqual((tokens.then, tokens.now, tokens.exceeded), (240.0, None, True))
+
+    def test_a_growth_limit_reads_a_percentage_with_or_without_its_sign_and_needs_a_baseline(self) -> None:
+        def config(*argv: str, **env: str) -> Any:
+            return run_config(read_command_line(argv, env, RUN_SETTINGS, {}, {}))
+
+        limits = config(
+            "--baseline", "b.json", "--max-token-growth", "20%", EVAL_MAX_LATENCY_GROWTH="150"
+        ).growth_limits
+        self.assertEqual(limits, {"tokens": Decimal(20), "latencyMs": Decimal(150)})
+        for argv, env, message in [
+            (
+                ["--max-token-growth", "20%"],
+                {},
+                "--max-token-growth: a growth limit needs a baseline to grow from: give --baseline (EVAL_BASELINE)",
+            ),
+            (
+                [],
+                {"EVAL_MAX_TOOL_CALL_GROWTH": "5"},
+                "EVAL_MAX_TOOL_CALL_GROWTH: a growth limit needs a baseline to grow from: give --baseline"
+                " (EVAL_BASELINE)",
+            ),
+            (
+                ["--baseline", "b.json", "--max-latency-growth", "-5"],
+                {},
+                "--max-latency-growth: expected a percentage of 0 or more, got '-5'",
+            ),
+            (
+                ["--baseline", "b.json", "--max-latency-growth", "lots"],
+                {},
+                "--max-latency-growth: expected a percentage of 0 or more, got 'lots'",
+            ),
+        ]:
+            with self.subTest(argv=argv, env=env):
+                with self.assertRaises(ConfigError) as caught:
+                    config(*argv, **env)
+                self.assertEqual(str(caught.exception), message)
+
+
+def one_more_call(received: Any, handler: Any) -> None:
+    """A correct agent that looks the asset up before it does what asset-tag-additive asks: one tool call more."""
+    if received.json["taskId"] == "asset-tag-additive":
+        tag = {"name": "imageman.asset.tag", "args": {"assetIds": ["ast_a", "ast_b"], "tags": ["x"]}}
+        send_json(handler, {"toolCalls": [GET, tag]})
+    else:
+        canned(received, handler)
+
+
+class AgainstABaselineRun(TempDirTestCase):
+    def test_a_run_whose_tool_calls_grew_past_the_limit_fails_the_gate_naming_it_and_compare_exits_1(self) -> None:
+        behaviour = {"respond": canned}
+        env = clean_env(EVAL_AGENT_URL=self.serve(lambda r, h: behaviour["respond"](r, h)).url())
+        run_cli("--out", "base.json", env=env, cwd=self.tmp)
+        behaviour["respond"] = one_more_call
+        stdout, stderr, code = run_cli(
+            "--baseline", "base.json", "--max-tool-call-growth", "5%", "--max-latency-growth", "100000",
+            env=env, cwd=self.tmp,
+        )  # fmt: skip
+        self.assertEqual((stderr, code), ("", 1))
+        lines = stdout.splitlines()
+        self.assertIn(
+            "10/10 PASS at 100% (gate 80%) · gate not met: tool calls +11.1% against the baseline (limit 5%)", lines
+        )
+        self.assertIn("tool calls                      9           10  +11.1% (limit 5%: exceeded)", lines)
+        doc = self.read_json("eval-results.json")
+        self.assertEqual(doc["gateFailedBecause"], ["tool-call-growth"])
+        self.assertEqual(
+            doc["growth"]["toolCalls"],
+            {"then": 9.0, "now": 10.0, "percent": 11.1111, "limit": 5.0, "exceeded": True, "tasks": 10},
+        )
+        self.assertEqual((doc["growth"]["latencyMs"]["limit"], doc["growth"]["tokens"]["limit"]), (100000.0, None))
+        stdout, _, code = run_cli(
+            "compare", "base.json", "eval-results.json", "--max-tool-call-growth", "12", cwd=self.tmp
+        )
+        self.assertEqual(code, 0)
+        self.assertIn("tool calls                      9           10  +11.1% (limit 12%)", stdout.splitlines())
+        stdout, _, code = run_cli(
+            "compare", "base.json", "eval-results.json", "--max-tool-call-growth", "11", cwd=self.tmp
+        )
+        self.assertEqual(code, 1)
+        self.assertEqual(stdout.splitlines()[-1], "gate: tool calls +11.1% against the baseline (limit 11%)")
+
+    def test_a_token_limit_against_a_baseline_that_recorded_no_tokens_stops_the_run_before_it_starts(self) -> None:
+        agent = self.serve(canned)
+        env = clean_env(EVAL_AGENT_URL=agent.url())
+        run_cli("--out", "base.json", env=env, cwd=self.tmp)
+        stdout, stderr, code = run_cli("--baseline", "base.json", "--max-token-growth", "20", env=env, cwd=self.tmp)
+        self.assertEqual(
+            (stdout, stderr, code),
+            (
+                "",
+                "eval_agent: error: --max-token-growth (EVAL_MAX_TOKEN_GROWTH): base.json recorded no tokens (its"
+                " backend reported no usage), so token growth cannot be measured against it\n",
+                2,
+            ),
+        )
+        _, stderr, code = run_cli("compare", "base.json", "base.json", "--max-token-growth", "20", cwd=self.tmp)
+        self.assertEqual(
+            (stderr, code),
+            (
+                "eval_agent compare: error: --max-token-growth: base.json recorded no tokens (its backend reported no"
+                " usage), so token growth cannot be measured against it\n",
+                2,
+            ),
+        )
