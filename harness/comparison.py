@@ -302,17 +302,26 @@ def cost_lines(comparison: Comparison) -> list[str]:
 def task_cost_text(then: TaskCost, now: TaskCost) -> str:
     """`tokens 120 → 150 (+25%) · tool calls 1 → 1 · steps 1 → 1 · latency 12ms → 15ms (+25%)`; with repeats on
     either side, latency's median and p95; tokens when either side recorded them."""
-    figures = [("tokens", "tokens", then.tokens, now.tokens)] if then.tokens is not None or now.tokens else []
-    figures += [("tool calls", "toolCalls", then.tool_calls, now.tool_calls), ("steps", "steps", then.steps, now.steps)]
+    figures = task_figures(then, now)
+    if then.tokens is None and now.tokens is None:
+        figures = figures[1:]
     if len(then.latencies_ms) == len(now.latencies_ms) == 1:
-        figures.append(("latency", "latencyMs", then.latency_ms, now.latency_ms))
-    else:
-        figures.append(("latency median", "latencyMs", then.latency_median_ms, now.latency_median_ms))
-        figures.append(("p95", "latencyMs", then.latency_p95_ms, now.latency_p95_ms))
+        figures = [*figures[:-2], ("latency", "latencyMs", then.latency_ms, now.latency_ms)]
     return " · ".join(
         f"{label} {cost_figure(key, a)} → {cost_figure(key, b)}" + ("" if a == b else f" ({cost_change(a, b)})")
         for label, key, a, b in figures
     )
+
+
+def task_figures(then: TaskCost, now: TaskCost) -> list[tuple[str, str, float | None, float | None]]:
+    """A task's cost figures then and now, as reports list them: (what a person calls it, its key, then, now)."""
+    return [
+        ("tokens", "tokens", then.tokens, now.tokens),
+        ("tool calls", "toolCalls", then.tool_calls, now.tool_calls),
+        ("steps", "steps", then.steps, now.steps),
+        ("latency median", "latencyMs", then.latency_median_ms, now.latency_median_ms),
+        ("p95", "latencyMs", then.latency_p95_ms, now.latency_p95_ms),
+    ]
 
 
 def cost_figure(key: str, value: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from typing import Any
 
@@ -9,6 +10,8 @@ from harness.comparison import compare, comparison_document, render
 from harness.config import RUN_SETTINGS, read_command_line, run_config
 from harness.costs import task_cost
 from harness.records import ConfigError, Growth, Tally
+from harness.results import load_results, render_json, write_atomic
+from harness.subcommands import merge
 from harness.text import headline
 from harness.verdict import decide
 from tests.support import TempDirTestCase, canned, clean_env, run_cli, send_json
@@ -224,7 +227,7 @@ class AgainstABaselineRun(TempDirTestCase):
         behaviour["respond"] = one_more_call
         stdout, stderr, code = run_cli(
             "--baseline", "base.json", "--max-tool-call-growth", "5%", "--max-latency-growth", "100000",
-            env=env, cwd=self.tmp,
+            "--summary-md", "summary.md", env=env, cwd=self.tmp,
         )  # fmt: skip
         self.assertEqual((stderr, code), ("", 1))
         lines = stdout.splitlines()
@@ -239,6 +242,17 @@ class AgainstABaselineRun(TempDirTestCase):
             {"then": 9.0, "now": 10.0, "percent": 11.1111, "limit": 5.0, "exceeded": True, "tasks": 10},
         )
         self.assertEqual((doc["growth"]["latencyMs"]["limit"], doc["growth"]["tokens"]["limit"]), (100000.0, None))
+        with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
+            summary = f.read().splitlines()
+        start = summary.index("### Cost against the baseline (10 tasks measured alike, each task's mean per trial)")
+        self.assertEqual(
+            summary[start + 2 : start + 6],
+            ["| cost | then | now | change |", "|---|---:|---:|---|", "| tokens | not recorded | not recorded | - |",
+             "| tool calls | 9 | 10 | +11.1% (limit 5%: **exceeded**) |"],
+        )  # fmt: skip
+        (row,) = [line.split(" | ") for line in summary if line.startswith("| asset-tag-additive |")]
+        self.assertEqual(row[1:4], ["not recorded → not recorded (-)", "1 → 2 (+100%)", "1 → 1 (no change)"])
+        self.assertRegex(row[4], r"^[0-9.]+ms → [0-9.]+ms \(.+\) \|$", "latency's median then and now")
         stdout, _, code = run_cli(
             "compare", "base.json", "eval-results.json", "--max-tool-call-growth", "12", cwd=self.tmp
         )
@@ -273,3 +287,19 @@ class AgainstABaselineRun(TempDirTestCase):
                 2,
             ),
         )
+
+    def test_merge_applies_the_shards_growth_limits_to_the_whole_run(self) -> None:
+        run_cli("--out", "base.json", env=clean_env(EVAL_AGENT_URL=self.serve(canned).url()), cwd=self.tmp)
+        env = clean_env(EVAL_AGENT_URL=self.serve(one_more_call).url())
+        paths = [os.path.join(self.tmp, f"s{k}.json") for k in (1, 2)]
+        for k, path in enumerate(paths, 1):
+            run_cli(
+                "--shard", f"{k}/2", "--baseline", "base.json", "--max-tool-call-growth", "5", "--out", path,
+                env=env, cwd=self.tmp,
+            )  # fmt: skip
+        self.work_in_tmp()  # the shards name their baseline as given
+        document, summary, _ = merge.merge([load_results(path) for path in paths], paths, None)
+        self.assertEqual(summary.gate_failed_because, ("tool-call-growth",))
+        self.assertIn("gate not met: tool calls +11.1% against the baseline (limit 5%)", headline(summary))
+        write_atomic("merged.json", render_json(document))
+        self.assertEqual(load_results("merged.json")["growth"]["toolCalls"]["tasks"], 10)

@@ -19,7 +19,18 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.reporters.page import CSP, SCRIPT, STYLE
-from tests.support import CANNED, ROOT, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.support import (
+    CANNED,
+    ROOT,
+    Received,
+    TempDirTestCase,
+    canned,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
+from tests.test_growth import one_more_call
 from tests.test_world_reports import PLANTED, ROGUE, world_run
 
 # What an agent or a task file might hold to attack whoever opens the page: each tries to set window.__pwned.
@@ -288,6 +299,25 @@ class InBrowser(TempDirTestCase):
         page = self.open("report.html")
         self.assertIn("Gate not met: 20/30 trials passed", page.inner_text("#verdict"))
         self.assertIn("Regressed (4)", page.inner_text("#changes"))
+        self.assert_quiet()
+
+    def test_the_baseline_section_shows_what_the_tasks_cost_then_and_now_and_the_limit_they_grew_past(self) -> None:
+        run_cli("--out", "base.json", env=clean_env(EVAL_AGENT_URL=self.serve(canned).url()), cwd=self.tmp)
+        args = ("--baseline", "base.json", "--max-tool-call-growth", "5", "--html", "page.html")
+        _, _, code = run_cli(*args, env=clean_env(EVAL_AGENT_URL=self.serve(one_more_call).url()), cwd=self.tmp)
+        self.assertEqual(code, 1)
+        page = self.open("page.html")
+        self.assertIn("Why: tool calls +11.1% against the baseline (limit 5%)", page.inner_text("#verdict"))
+        self.assertIn("Cost (10 tasks measured alike, each task's mean per trial)", page.inner_text("#changes"))
+        rows = page.eval_on_selector_all("#costs tbody tr", "rows => rows.map(r => r.innerText.split('\\t'))")
+        self.assertEqual(rows[1], ["tool calls", "9", "10", "+11.1% (limit 5%: exceeded)"])
+        self.assertEqual(rows[0], ["tokens", "not recorded", "not recorded", "-"])
+        self.assertEqual([row[0] for row in rows[2:]], ["steps", "latency", "latency median", "latency p95"])
+        tasks = page.eval_on_selector_all("#task-costs tbody tr", "rows => rows.map(r => r.innerText.split('\\t'))")
+        self.assertEqual(len(tasks), 10)
+        (tagged,) = [row for row in tasks if row[0] == "asset-tag-additive"]
+        self.assertEqual(tagged[2:4], ["1 → 2 (+100%)", "1 → 1 (no change)"])
+        self.assertTrue(page.is_visible("#task-costs"))
         self.assert_quiet()
 
     def test_without_scripts_the_table_and_details_read_as_they_are_and_printed_every_task_unfolds(self) -> None:

@@ -28,14 +28,19 @@ MARKUP = re.compile(r"[\\`*_\[\]|#~]")
 def render(document: Mapping[str, Any], summary: Summary, outputs: Outputs, comparison: Comparison | None) -> str:
     """The report as harness.reporters.REPORTS renders it: naming the HTML report and the results file."""
     html = next(iter(outputs.of("html")), None)
-    return job_summary(document, summary, html, outputs.results)
+    return job_summary(document, summary, html, outputs.results, comparison)
 
 
 def job_summary(
-    document: Mapping[str, Any], summary: Summary, html_path: str | None = None, results_path: str = ""
+    document: Mapping[str, Any],
+    summary: Summary,
+    html_path: str | None = None,
+    results_path: str = "",
+    comparison: Comparison | None = None,
 ) -> str:
-    """Headline, per-category table, and every task that did not pass: its reason, what it expects, what was called;
-    and the name of the HTML report, when there is one. Whole lines up to SUMMARY_BYTES, then a note of what was cut."""
+    """Headline, per-category table, the cost against a baseline, and every task that did not pass: its reason, what it
+    expects, what was called; and the name of the HTML report, when there is one. Whole lines up to SUMMARY_BYTES, then
+    a note of what was cut."""
     lines = [f"## Agent eval: {_text(headline(summary))}", ""]
     manifest = document["manifest"]
     url = manifest["backendSettings"].get("url")
@@ -82,6 +87,8 @@ def job_summary(
             f"| {percent(Fraction(100 * count.passed, count.total or 1), 1)}% |"
         )
     page = _Page(lines)
+    if comparison is not None and comparison.costs.tasks:
+        _costs(page, comparison)
     misses = listed = 0
     for entry in document["results"]:
         if entry["status"] == "pass":
@@ -116,6 +123,49 @@ def job_summary(
     elif unlisted:
         page.lines.append(f"- … and {unlisted} more, in {where}.")
     return "\n".join(page.lines) + "\n\n"
+
+
+def _costs(page: _Page, comparison: Comparison) -> None:
+    """The cost of the tasks both runs measured alike, then and now: overall, with the growth limits, then per task
+    (latency its median), as many tasks as fit of the first COST_TASKS_LISTED."""
+    from harness.comparison import COST_TASKS_LISTED, cost_change, cost_figure, task_figures
+    from harness.costs import OVERALL_FIGURES
+
+    costs = comparison.costs
+    limits = {
+        growth.figure: (growth.limit, growth.exceeded) for growth in comparison.growth if growth.limit is not None
+    }
+    page.add(
+        [
+            "",
+            f"### Cost against the baseline ({len(costs.tasks)} tasks measured alike, each task's mean per trial)",
+            "",
+            "| cost | then | now | change |",
+            "|---|---:|---:|---|",
+        ]
+    )
+    for key, label in OVERALL_FIGURES.items():
+        then, now = costs.overall[key]
+        limit, exceeded = limits.get(key, (None, False))
+        bound = f" (limit {percent(limit, 10)}%{': **exceeded**' if exceeded else ''})" if limit is not None else ""
+        page.add(
+            [f"| {label} | {cost_figure(key, then)} | {cost_figure(key, now)} | {cost_change(then, now)}{bound} |"]
+        )
+    page.add(["", "| task | tokens | tool calls | steps | latency (median) |", "|---|---|---|---|---|"])
+    for task_id, then_cost, now_cost in costs.tasks[:COST_TASKS_LISTED]:
+        shown = " | ".join(
+            f"{cost_figure(key, a)} → {cost_figure(key, b)} ({cost_change(a, b)})"
+            for _, key, a, b in task_figures(then_cost, now_cost)[:4]
+        )
+        page.add([f"| {_text(task_id)} | {shown} |"])
+    if len(costs.tasks) > COST_TASKS_LISTED:
+        page.add(
+            [
+                "",
+                f"… and {len(costs.tasks) - COST_TASKS_LISTED} more tasks: the HTML report and `compare --out` have"
+                " every one.",
+            ]
+        )
 
 
 class _Page:

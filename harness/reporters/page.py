@@ -8,12 +8,13 @@ import base64
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from harness.records import Outputs, Summary
-from harness.text import REASONS, budget_text, calls_text, count, millis, percent
+from harness.records import Growth, Outputs, Summary
+from harness.text import GROWTH_FIGURES, REASONS, budget_text, calls_text, count, growth_reason, millis, percent
 from harness.verdict import BUDGET_BREACHES
 
 if TYPE_CHECKING:
@@ -164,6 +165,12 @@ def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _reason(document: Mapping[str, Any], code: str) -> str:
+    if code in GROWTH_FIGURES:  # how much it grew, against which limit, as the headline says it
+        figure = GROWTH_FIGURES[code][0]
+        grown = document.get("growth", {}).get(figure)
+        if grown is not None:
+            limit = None if grown["limit"] is None else Decimal(str(grown["limit"]))
+            return growth_reason(Growth(figure, grown["then"], grown["now"], limit, grown["tasks"]))
     tasks = {"blocking-failed": document["blockingFailed"], "regression": document["regressed"]}.get(code)
     text = REASONS.get(code, code)
     return f"{text} ({', '.join(tasks)})" if tasks else text
@@ -188,7 +195,44 @@ def _changes(comparison: Comparison, baseline_name: str) -> Iterator[str]:
             f'<tr><td>{_e(category)}</td><td class="n">{_rate(then)}</td><td class="n">{_rate(now)}</td>'
             f"<td>{_e(delta)}</td></tr>"
         )
-    yield "</tbody></table></section>\n"
+    yield "</tbody></table>"
+    if comparison.costs.tasks:
+        yield from _costs(comparison)
+    yield "</section>\n"
+
+
+def _costs(comparison: Comparison) -> Iterator[str]:
+    """The cost of the tasks both runs measured alike, then and now: overall with the growth limits, then every task."""
+    from harness.comparison import cost_change, cost_figure, task_figures
+    from harness.costs import OVERALL_FIGURES
+
+    costs = comparison.costs
+    limits = {
+        growth.figure: (growth.limit, growth.exceeded) for growth in comparison.growth if growth.limit is not None
+    }
+    yield (
+        f"<h3>Cost ({count(len(costs.tasks), 'task')} measured alike, each task's mean per trial)</h3>"
+        '<table id="costs"><thead><tr><th>cost</th><th>then</th><th>now</th><th>change</th></tr></thead><tbody>'
+    )
+    for key, label in OVERALL_FIGURES.items():
+        then, now = costs.overall[key]
+        limit, exceeded = limits.get(key, (None, False))
+        bound = f" (limit {percent(limit, 10)}%{': exceeded' if exceeded else ''})" if limit is not None else ""
+        yield (
+            f'<tr><td>{_e(label)}</td><td class="n">{_e(cost_figure(key, then))}</td>'
+            f'<td class="n">{_e(cost_figure(key, now))}</td><td>{_e(cost_change(then, now) + bound)}</td></tr>'
+        )
+    yield (
+        '</tbody></table><table id="task-costs"><thead><tr><th>task</th><th>tokens</th><th>tool calls</th>'
+        "<th>steps</th><th>latency median</th><th>latency p95</th></tr></thead><tbody>"
+    )
+    for task_id, then_cost, now_cost in costs.tasks:
+        shown = "".join(
+            f"<td>{_e(f'{cost_figure(key, a)} → {cost_figure(key, b)} ({cost_change(a, b)})')}</td>"
+            for _, key, a, b in task_figures(then_cost, now_cost)
+        )
+        yield f"<tr><td>{_e(task_id)}</td>{shown}</tr>"
+    yield "</tbody></table>"
 
 
 def _rate(value: Fraction | None) -> str:
