@@ -303,3 +303,12 @@ class AgainstABaselineRun(TempDirTestCase):
         self.assertIn("gate not met: tool calls +11.1% against the baseline (limit 5%)", headline(summary))
         write_atomic("merged.json", render_json(document))
         self.assertEqual(load_results("merged.json")["growth"]["toolCalls"]["tasks"], 10)
+        other = load_results(paths[1])
+        other["growth"]["toolCalls"]["limit"] = 7.5
+        with self.assertRaises(ConfigError) as caught:
+            merge.merge([load_results(paths[0]), other], paths, None)
+        self.assertEqual(
+            str(caught.exception),
+            f"{paths[1]}: its growth limit (toolCalls 7.5%) differs from {paths[0]}'s (toolCalls 5%): not shards of"
+            " one run",
+        )

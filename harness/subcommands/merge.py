@@ -22,7 +22,7 @@ from harness.reporters import (
 )
 from harness.reporters.console import say
 from harness.results import baseline_record, file_sha256, load_results, partial, results_document
-from harness.text import canonical_json, clip, headline
+from harness.text import canonical_json, clip, headline, percent
 from harness.verdict import EXIT_UNREACHABLE, decide, tally
 
 
@@ -174,7 +174,7 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
             "task file": task_file.get("sha256"),
             "selection": (selection.get("task") or [], selection.get("category") or []),
             "baseline": (baseline.get("path"), baseline.get("sha256")) if isinstance(baseline, dict) else None,
-            "growth limits": _growth_limits(doc),
+            "growth limit": _growth_limits(doc),
         }
 
     mine, theirs = shared(doc), shared(first)
@@ -203,8 +203,8 @@ def _describe(label: str, value: Any) -> str:
     if label == "selection":
         flags = [f"--task {glob}" for glob in value[0]] + [f"--category {glob}" for glob in value[1]]
         return " ".join(flags) or "all tasks"
-    if label == "growth limits":
-        return ", ".join(f"{figure} {limit}%" for figure, limit in value.items()) or "none"
+    if label == "growth limit":
+        return ", ".join(f"{figure} {percent(limit, 10)}%" for figure, limit in value.items()) or "none"
     if label == "baseline":
         return "none" if value is None else f"{value[0]}, SHA-256 {_short(value[1])}"
     return str(value)
