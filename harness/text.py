@@ -289,10 +289,10 @@ def growth_reason(growth: Growth) -> str:
         return f"{label} from 0 to {growth.now:g} against the baseline {limit}"
     missing = (
         "the baseline recorded none"
-        if growth.then is None
+        if growth.then is None and growth.now is not None
         else "this run recorded none"
-        if growth.now is None
-        else "no task recorded them in both runs"
+        if growth.now is None and growth.then is not None
+        else "no task both runs measured alike recorded them in both"
     )
     return f"{label} cannot be compared with the baseline: {missing} {limit}"
 

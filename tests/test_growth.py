@@ -147,6 +147,14 @@ LIMITS = [
     ("latencyMs", 200.0, 299.0, "49.5", False, None),
     ("tokens", None, 1000.0, "20", True, "tokens cannot be compared with the baseline: the baseline recorded none"),
     ("tokens", 1000.0, None, "20", True, "tokens cannot be compared with the baseline: this run recorded none"),
+    (
+        "toolCalls",
+        None,
+        None,
+        "20",
+        True,
+        "tool calls cannot be compared with the baseline: no task both runs measured alike recorded them in both",
+    ),
 ]
 
 
