@@ -184,21 +184,21 @@ BASELINE = Setting(
 MAX_TOKEN_GROWTH = Setting(
     var="EVAL_MAX_TOKEN_GROWTH",
     flag="--max-token-growth",
-    help="fail the gate when the tokens of the tasks both runs ran grow by more than this percent against --baseline",
+    help="fail the gate when the tokens of the tasks in both runs grow more than this percent against --baseline",
     read=growth_limit,
     metavar="PERCENT",
 )
 MAX_LATENCY_GROWTH = Setting(
     var="EVAL_MAX_LATENCY_GROWTH",
     flag="--max-latency-growth",
-    help="fail the gate when the latency of the tasks both runs ran grows by more than this percent against --baseline",
+    help="fail the gate when the latency of the tasks in both runs grows more than this percent against --baseline",
     read=growth_limit,
     metavar="PERCENT",
 )
 MAX_TOOL_CALL_GROWTH = Setting(
     var="EVAL_MAX_TOOL_CALL_GROWTH",
     flag="--max-tool-call-growth",
-    help="fail the gate when the tool calls of the tasks both runs ran grow by more than this percent against --baseline",
+    help="fail the gate when the tool calls of the tasks in both runs grow more than this percent against --baseline",
     read=growth_limit,
     metavar="PERCENT",
 )
