@@ -10,7 +10,7 @@ from functools import cache
 from math import comb
 from typing import Any
 
-from harness.costs import OVERALL_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
+from harness.costs import OVERALL_FIGURES, TASK_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
 from harness.records import Growth, change_percent, record
 from harness.results import growth_document, rounded_percent
 from harness.text import count, growth_text, millis, percent
@@ -394,17 +394,7 @@ def cost_document(comparison: Comparison) -> dict[str, Any]:
         "byTask": [
             {
                 "id": task_id,
-                **{
-                    key: _figure(of(then), of(now))
-                    for key, of in (
-                        ("tokens", lambda cost: cost.tokens),
-                        ("toolCalls", lambda cost: cost.tool_calls),
-                        ("steps", lambda cost: cost.steps),
-                        ("latencyMs", lambda cost: cost.latency_ms),
-                        ("latencyMedianMs", lambda cost: cost.latency_median_ms),
-                        ("latencyP95Ms", lambda cost: cost.latency_p95_ms),
-                    )
-                },
+                **{key: _figure(getattr(then, name), getattr(now, name)) for key, name in TASK_FIGURES.items()},
             }
             for task_id, then, now in costs.tasks
         ],

@@ -20,6 +20,15 @@ OVERALL_FIGURES = {
     "latencyMedianMs": "latency median",
     "latencyP95Ms": "latency p95",
 }
+# The figures of one task, as `compare --out` lists them: the key -> TaskCost's attribute.
+TASK_FIGURES = {
+    "tokens": "tokens",
+    "toolCalls": "tool_calls",
+    "steps": "steps",
+    "latencyMs": "latency_ms",
+    "latencyMedianMs": "latency_median_ms",
+    "latencyP95Ms": "latency_p95_ms",
+}
 
 
 @record
