@@ -14,6 +14,7 @@ from harness.results import load_results, render_json, write_atomic
 from harness.subcommands import merge
 from harness.text import headline
 from harness.verdict import decide
+from tests.providers import canned_calls, fake_openai, openai_completion, user_prompt
 from tests.support import TempDirTestCase, canned, clean_env, run_cli, send_json
 
 GET = {"name": "imageman.asset.get", "args": {"assetId": "ast_7f3k2p9q"}}
@@ -227,7 +228,29 @@ def one_more_call(received: Any, handler: Any) -> None:
         canned(received, handler)
 
 
+def wordier_openai(received: Any, handler: Any) -> None:
+    """The OpenAI fake, saying what it said before at 340 tokens a reply, where it took 150."""
+    calls = canned_calls(user_prompt(received))
+    completion = openai_completion(calls, None if calls else "I can't share that.")
+    completion["usage"] = {"prompt_tokens": 240, "completion_tokens": 100, "total_tokens": 340}
+    send_json(handler, completion)
+
+
 class AgainstABaselineRun(TempDirTestCase):
+    def test_tokens_a_provider_reported_grow_past_a_token_limit_and_within_a_wider_one(self) -> None:
+        def run(fake: Any, *args: str) -> tuple[str, str, int]:
+            settings = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": self.serve(fake).url("/v1"), "EVAL_MODEL": "m"}
+            return run_cli(*args, env=clean_env(OPENAI_API_KEY="sk-test-1", **settings), cwd=self.tmp)
+
+        run(fake_openai, "--out", "base.json")
+        stdout, stderr, code = run(wordier_openai, "--baseline", "base.json", "--max-token-growth", "126%")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn("gate not met: tokens +126.6% against the baseline (limit 126%)", stdout)
+        self.assertIn("tokens                       1500         3400  +126.6% (limit 126%: exceeded)", stdout)
+        self.assertEqual(self.read_json("eval-results.json")["growth"]["tokens"]["percent"], 126.6667)
+        _, _, code = run_cli("compare", "base.json", "eval-results.json", "--max-token-growth", "127", cwd=self.tmp)
+        self.assertEqual(code, 0)
+
     def test_a_run_whose_tool_calls_grew_past_the_limit_fails_the_gate_naming_it_and_compare_exits_1(self) -> None:
         behaviour = {"respond": canned}
         env = clean_env(EVAL_AGENT_URL=self.serve(lambda r, h: behaviour["respond"](r, h)).url())
