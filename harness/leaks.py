@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 MASK = "***"
+MARKER = "\u00absecret:{}\u00bb"  # «secret:OPENAI_API_KEY»: what a cassette holds where a secret was, named
 SHORTEST = 4  # characters: a shorter value is no secret, and masking it would garble every reply
 ESCAPED = 6  # characters a JSON escape of one character takes at most (\\u0067)
 
@@ -46,6 +47,22 @@ class Secrets:
             return text
         masked = self._pattern_for(text).sub(MASK, text)
         return self._mask_cut(masked) if "..." in masked else masked
+
+    def mark(self, text: str) -> str:
+        """The text with every secret replaced by a marker that names it (MARKER), where mask() writes ***."""
+        if self.pattern is None:
+            return text
+        return self._pattern_for(text).sub(lambda found: MARKER.format(self.find(found.group(0))), text)
+
+    def mark_json(self, value: Any) -> Any:
+        """A JSON value with every secret marked in its strings and its keys."""
+        if isinstance(value, str):
+            return self.mark(value)
+        if isinstance(value, list):
+            return [self.mark_json(item) for item in value]
+        if isinstance(value, dict):
+            return {self.mark(key): self.mark_json(item) for key, item in value.items()}
+        return value
 
     def _mask_cut(self, text: str) -> str:
         """The text with the start of a secret that ends where a clip put `...` masked: what the clip of a reason the
