@@ -39,6 +39,8 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
+from harness import cassette
+from harness.cassette import open_tape
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.costs import require_tokens, task_cost
 from harness.endpoints import environment_secrets, variable_secrets
@@ -173,7 +175,9 @@ def run(argv: Sequence[str]) -> int:
             for text in expected.forbidden_text
         }
     )
-    backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden)
+    tape = open_tape(config, backend_name, [task.id for task in tasks], forbidden)
+    replayed = Secrets(tape.secrets() if tape else {})  # where a recorded reply held a secret: leaked on replay too
+    backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden | replayed)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
     if judged is not None and not backend.PLAYS_TOOLS:  # its agent's own tools change the world, never the environment
         raise ConfigError(
@@ -181,7 +185,7 @@ def run(argv: Sequence[str]) -> int:
             "environment's state can be judged; run state checks on a backend the harness plays the tools for "
             "(a provider's)"
         )
-    secrets = known | Secrets(backend.secrets())  # a leak when a reply holds one
+    secrets = known | Secrets(backend.secrets()) | replayed  # a leak when a reply holds one
     hidden = backend.hidden  # never written: these, the forbidden text, the query values of the backend's URLs
     baseline = load_results(config.baseline_path) if config.baseline_path else None
     if baseline is not None and partial(baseline):
@@ -192,6 +196,8 @@ def run(argv: Sequence[str]) -> int:
 
     settings = backend.describe()
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
+    if config.replay_path:
+        plan += f", replaying {config.replay_path}"
     if config.dry_run:
         for line in dry_run_lines(plan, config, tasks, settings):
             say(hidden.mask(line))
@@ -203,6 +209,8 @@ def run(argv: Sequence[str]) -> int:
         check_environments(config.tasks_path, tasks, hidden)
     # The secrets alone: the task ids it lists stay the ids a baseline knows, whatever the query values.
     manifest = secrets.mask_json(run_manifest(config, task_file, selected, backend_name, settings, surface.system))
+    if tape is not None:
+        manifest.update(tape.manifest())
     # What is loaded now stays until the end: the collector need not walk the tasks again each time it runs, nor
     # at the exit (left frozen, the interpreter's teardown takes 6 ms less of a 55 ms stub run).
     gc.freeze()
@@ -240,10 +248,16 @@ def run(argv: Sequence[str]) -> int:
     # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
     concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
     tool_names = frozenset(tool.name for tool in task_file.tools)
-    stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
+    cassette.install(tape)
+    try:
+        stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
+    finally:
+        cassette.install(None)
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)
+    if tape is not None:
+        tape.save()  # what was recorded, also of a run cut short
     not_run = in_task_order.finish()
     console.finish()
 

@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backends.contract import parse_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
+from harness import cassette
 from harness.endpoints import command_secrets, field_secrets, query_values, shown_args, shown_fields
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
@@ -111,10 +112,34 @@ class CommandAgentBackend:
 
     def run(self, request: AgentRequest) -> Reply:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
+        payload = request_body(request, self.run_id, self.fields, self.tools)
+        outcome = cassette.exchange({"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden)
+        if "error" in outcome:
+            raise BackendError(outcome["error"], outcome["reason"])
+        stdout = outcome["stdout"].encode("utf-8", "surrogateescape")  # the bytes it printed, as it printed them
+        if not stdout.strip():
+            raise BackendError("reply:not-json", "the command printed nothing")
+        try:
+            return parse_reply(json.loads(stdout), hidden=self.hidden)
+        except (ValueError, RecursionError):
+            raise BackendError(
+                "reply:not-json",
+                f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
+            ) from None
+
+    def _ran(self, body: bytes) -> dict[str, Any]:
+        """The command run once on this stdin: what it printed, as text; or why it gave no reply."""
+        try:
+            return {"stdout": self._run_command(body).decode("utf-8", "surrogateescape")}
+        except BackendError as err:
+            return {"error": err.code, "reason": err.reason}
+
+    def _run_command(self, body: bytes) -> bytes:
+        """What the command printed on stdout; BackendError when it could not start, timed out, printed too much or
+        failed."""
         import subprocess  # only a run of this backend pays for these
         import tempfile
 
-        body = json_bytes(request_body(request, self.run_id, self.fields, self.tools))
         with tempfile.TemporaryDirectory(prefix="eval-agent-") as folder:
             try:
                 # A session of its own, so that a timeout can end the agent and everything it started.
@@ -156,15 +181,7 @@ class CommandAgentBackend:
             if code != 0:
                 last = self.hidden.clip(" | ".join(line.decode("utf-8", "replace").rstrip() for line in stderr), 200)
                 raise BackendError("reply:command-exit", f"the command exited with {code}{': ' + last if last else ''}")
-        if not stdout.strip():
-            raise BackendError("reply:not-json", "the command printed nothing")
-        try:
-            return parse_reply(json.loads(stdout), hidden=self.hidden)
-        except (ValueError, RecursionError):
-            raise BackendError(
-                "reply:not-json",
-                f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
-            ) from None
+        return bytes(stdout)
 
 
 def _write_stdin(proc: subprocess.Popen[bytes], body: bytes) -> None:

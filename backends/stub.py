@@ -7,6 +7,8 @@ import os
 from typing import Any
 
 from backends.contract import parse_reply
+from backends.http_agent import request_body
+from harness import cassette
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply
 from harness.settings import Sources
@@ -42,6 +44,8 @@ class StubBackend:
         self.replies: dict[str, Any] = json.loads(__loader__.get_data(replies_path))  # type: ignore[name-defined]
         self.requests: list[AgentRequest] = []
         self.hidden = hidden
+        self.run_id = run_id
+        self.tools = {tool.name: tool for tool in surface.tools} if surface else None
 
     def secrets(self) -> dict[str, str]:
         """The stub holds no secret."""
@@ -57,12 +61,20 @@ class StubBackend:
         An unknown message is an error, so a changed task cannot pass silently; so is a step past the list's end.
         """
         self.requests.append(request)
+        # Recorded and replayed as the body an http agent would be sent, and the canned reply as the agent's.
+        wire = {"body": request_body(request, self.run_id, {}, self.tools)}
+        outcome = cassette.exchange(wire, lambda: self._canned(request), self.hidden, timed=False)
+        if "error" in outcome:
+            raise BackendError(outcome["error"], outcome["reason"])
+        return parse_reply(outcome["reply"], hidden=self.hidden)
+
+    def _canned(self, request: AgentRequest) -> dict[str, Any]:
+        """The canned reply for the request's step, or why there is none."""
         if request.prompt not in self.replies:
-            raise BackendError("reply:stub-unknown-prompt", "the stub has no canned reply for this prompt")
+            return {"error": "reply:stub-unknown-prompt", "reason": "the stub has no canned reply for this prompt"}
         canned = self.replies[request.prompt]
         steps = canned if isinstance(canned, list) else [canned]
         if len(request.steps) >= len(steps):
-            raise BackendError(
-                "reply:stub-unknown-prompt", f"the stub has no canned reply for step {len(request.steps) + 1}"
-            )
-        return parse_reply(steps[len(request.steps)], hidden=self.hidden)
+            reason = f"the stub has no canned reply for step {len(request.steps) + 1}"
+            return {"error": "reply:stub-unknown-prompt", "reason": reason}
+        return {"reply": steps[len(request.steps)]}

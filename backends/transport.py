@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
-from harness import __version__
+from harness import __version__, cassette
 from harness.endpoints import basic_credentials, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
@@ -25,6 +25,9 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 200
+KEPT_HEADERS = ("content-type", "retry-after")  # of a response, in a cassette: what the harness reads of them
+# Of a request's headers, what never goes into a cassette's key: the harness's version, the size, the credentials.
+UNKEYED_HEADERS = frozenset({"host", "user-agent", "content-length", "authorization", "proxy-authorization"})
 
 
 class RetryableError(BackendError):
@@ -84,6 +87,13 @@ class Transport:
         fields.update(headers)
         head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields.items())
         self._head = (head + "Content-Length: ").encode("latin-1")
+        # What identifies a request in a cassette, besides its body: not the scheme, host, port or query.
+        self.wire_path = parts.path or "/"
+        self.wire_headers = {
+            name: value
+            for name, value in fields.items()
+            if name.lower() not in UNKEYED_HEADERS and not hidden.find(value)
+        }
 
         tunnel = None
         if proxy and tls:
@@ -102,22 +112,46 @@ class Transport:
         self._local = threading.local()
 
     def post_json(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
-        """The decoded JSON reply and the number of attempts it took."""
+        """The decoded JSON reply and the number of attempts it took; through the run's cassette, when it has one."""
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+        wire = {"path": self.wire_path, "headers": self.wire_headers, "body": payload}
+        return self._outcome(cassette.exchange(wire, lambda: self._sent(request), self.hidden))
+
+    def _sent(self, request: bytes) -> dict[str, Any]:
+        """The final outcome of the request, retried as need be, as JSON: the last response, or the error that ended
+        the attempts without one."""
         attempt = 0
         while True:
             attempt += 1
+            response = None
             try:
-                return _decode(self._check(self._attempt(request)), self.hidden), attempt
+                response = self._attempt(request)
+                self._check(response)
+                return _response_json(response, attempt)
             except RetryableError as err:
                 if attempt > self.retries:
-                    tried = f" ({attempt} attempts)" if attempt > 1 else ""
-                    raise BackendError(err.code, err.reason + tried, attempts=attempt) from None
+                    return _response_json(response, attempt) if response else _failure_json(err, attempt)
                 time.sleep(err.retry_after if err.retry_after is not None else _backoff(attempt))
             except BackendError as err:
-                err.attempts = attempt
-                raise
+                return _response_json(response, attempt) if response else _failure_json(err, attempt)
+
+    def _outcome(self, outcome: Mapping[str, Any]) -> tuple[Any, int]:
+        """What the exchange gave the backend: the decoded reply and the attempts, or the BackendError it ended in."""
+        attempt = outcome["attempts"]
+        if "error" in outcome:
+            raise BackendError(outcome["error"], outcome["reason"], attempts=attempt)
+        raw = json_bytes(outcome["body"]) if "body" in outcome else outcome["text"].encode("utf-8", "surrogateescape")
+        response = Response(outcome["status"], "", "HTTP/1.1", dict(outcome["headers"]), raw)
+        try:
+            self._check(response)
+            return (outcome["body"] if "body" in outcome else _decode(response, self.hidden)), attempt
+        except RetryableError as err:  # the last attempt's
+            tried = f" ({attempt} attempts)" if attempt > 1 else ""
+            raise BackendError(err.code, err.reason + tried, attempts=attempt) from None
+        except BackendError as err:
+            err.attempts = attempt
+            raise
 
     def close(self) -> None:
         """Close this thread's kept-alive connection, if it has one."""
@@ -166,6 +200,28 @@ class Transport:
         if not 200 <= status < 300:
             raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}")
         return response
+
+
+def _response_json(response: Response, attempts: int) -> dict[str, Any]:
+    """A response as a cassette holds it: the status, the headers that matter, the body decoded when it is a success's
+    JSON, else as text (what an error quotes of it is then quoted alike on replay)."""
+    outcome: dict[str, Any] = {
+        "status": response.status,
+        "headers": {name: value for name, value in response.headers.items() if name in KEPT_HEADERS},
+        "attempts": attempts,
+    }
+    if 200 <= response.status < 300 and response.body.strip():
+        try:
+            return {**outcome, "body": json.loads(response.body)}
+        except (ValueError, RecursionError):
+            pass
+    return {**outcome, "text": response.body.decode("utf-8", "surrogateescape")}
+
+
+def _failure_json(err: BackendError, attempts: int) -> dict[str, Any]:
+    """A failure with no response (no connection, a timeout, a reset) as a cassette holds it."""
+    tried = f" ({attempts} attempts)" if isinstance(err, RetryableError) and attempts > 1 else ""
+    return {"error": err.code, "reason": err.reason + tried, "attempts": attempts}
 
 
 def _decode(response: Response, hidden: Secrets) -> Any:

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from types import SimpleNamespace
+from typing import Any
 
 from harness import __commit__, __version__
 from harness.endpoints import headers
@@ -204,6 +205,27 @@ MAX_TOOL_CALL_GROWTH = Setting(
 )
 # The growth limits, by the figure of the results file each applies to.
 GROWTH_LIMITS = {"tokens": MAX_TOKEN_GROWTH, "latencyMs": MAX_LATENCY_GROWTH, "toolCalls": MAX_TOOL_CALL_GROWTH}
+RECORD = Setting(
+    var="EVAL_RECORD",
+    flag="--record",
+    help="record every exchange with the agent or provider to this cassette (JSON Lines)",
+    metavar="FILE",
+)
+REPLAY = Setting(
+    var="EVAL_REPLAY",
+    flag="--replay",
+    help="answer every request from this cassette: no network, no key; a request it does not hold is replay:miss",
+    metavar="FILE",
+)
+RECORD_MISSING = Setting(
+    var="EVAL_RECORD_MISSING",
+    flag="--record-missing",
+    help="with --replay: send what the cassette misses to the live backend, and write the filled cassette back",
+    read=switch,
+    default=False,
+    shown="off; 1 is on",
+    switch=True,
+)
 MCP_HEADERS = Setting(
     var="EVAL_MCP_HEADERS",
     flag=None,
@@ -215,7 +237,7 @@ MCP_HEADERS = Setting(
 RUN_SETTINGS = (
     GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,
     SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE, MAX_TOKEN_GROWTH, MAX_LATENCY_GROWTH,
-    MAX_TOOL_CALL_GROWTH,
+    MAX_TOOL_CALL_GROWTH, RECORD, REPLAY, RECORD_MISSING,
 )  # fmt: skip
 
 
@@ -238,6 +260,9 @@ class Config:
     dry_run: bool = False
     baseline_path: str | None = None
     growth_limits: Mapping[str, Decimal] = field(default_factory=dict)  # figure -> percent: see GROWTH_LIMITS
+    record_path: str | None = None
+    replay_path: str | None = None
+    record_missing: bool = False
 
 
 def run_config(sources: Sources) -> Config:
@@ -258,6 +283,7 @@ def run_config(sources: Sources) -> Config:
         dry_run=sources.get(DRY_RUN),
         baseline_path=sources.get(BASELINE),
         growth_limits=growth_limits(sources),
+        **_cassette(sources),
     )
 
 
@@ -270,6 +296,26 @@ def growth_limits(sources: Sources) -> dict[str, Decimal]:
             f"{where}: a growth limit needs a baseline to grow from: give {BASELINE.flag} ({BASELINE.var})"
         )
     return {figure: sources.get(setting) for figure, setting in given.items()}
+
+
+def _cassette(sources: Sources) -> dict[str, Any]:
+    """Where a run records or replays its exchanges: one or the other, filled from the live backend on request."""
+    record, replay, missing = (sources.get(setting) for setting in (RECORD, REPLAY, RECORD_MISSING))
+    if missing and replay is None:
+        raise ConfigError(f"{sources.text(RECORD_MISSING)[1]}: only with {REPLAY.flag} (or {REPLAY.var})")
+    if record is not None and replay is not None:
+        raise ConfigError(
+            f"{sources.text(RECORD)[1]} and {sources.text(REPLAY)[1]}: give one; to add what a cassette misses, "
+            f"replay it with {RECORD_MISSING.flag}"
+        )
+    written = record if record is not None else replay if missing else None
+    if written is not None and os.path.exists(written) and not os.path.isfile(written):
+        raise ConfigError(f"{sources.text(RECORD if record else REPLAY)[1]}: {written} is not a regular file")
+    for setting, what in ((TASKS, "the task file"), (BASELINE, "the baseline"), (RESULTS, "the results file")):
+        other = sources.get(setting)
+        if written is not None and other is not None and os.path.realpath(other) == os.path.realpath(written):
+            raise ConfigError(f"{sources.text(RECORD if record else REPLAY)[1]}: {written} is {what}")
+    return {"record_path": record, "replay_path": replay, "record_missing": missing}
 
 
 def _input(sources: Sources, setting: Setting, what: str) -> Input:

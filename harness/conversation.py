@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from harness.cassette import Place, at
 from harness.environments import CODE, World, WorldError
 from harness.records import (
     AgentRequest,
@@ -92,14 +93,15 @@ def echoed(result: Any, args: Mapping[str, Any]) -> Any:
 
 
 def converse(
-    backend: Backend, task: Task, tools: Collection[str] = (), world: World | None = None
+    backend: Backend, task: Task, tools: Collection[str] = (), world: World | None = None, trial: int = 1
 ) -> tuple[tuple[Turn, ...], str]:
     """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
 
     A backend that plays tools gets each reply's tool results and is asked again, up to the task's maxSteps in a turn;
     an error ends the conversation, as does a model still calling tools when its steps ran out. A reply that wrote a
     call as text instead of making it (tools: the task file's tool names) is an error, as is the trial's world
-    failing. A turn that checks its state has the world's state taken when it ends, kept from the agent.
+    failing. A turn that checks its state has the world's state taken when it ends, kept from the agent. Each request
+    is placed (the trial: which of the task's) for the run's cassette.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
     plays = backend.PLAYS_TOOLS and task.is_conversation
@@ -109,6 +111,7 @@ def converse(
     for index, user in enumerate((task.prompt, *task.turns)):
         steps: list[Step] = []
         while True:
+            at(Place(task.id, trial, index + 1, len(steps) + 1))
             try:
                 reply = backend.run(agent_request(task, conversation_id, turns, steps))
             except BackendError as err:

@@ -6,8 +6,8 @@ import threading
 import time
 from collections.abc import Callable, Collection, Generator, Sequence
 from contextlib import nullcontext
-from functools import partial
 
+from harness import cassette
 from harness.conversation import converse, whole_reply
 from harness.environments import CODE, World, WorldError, world_of
 from harness.leaks import NO_SECRETS, Secrets
@@ -28,19 +28,24 @@ def run_task(
     secrets: Secrets = NO_SECRETS,
     hidden: Secrets = NO_SECRETS,
     tools: Collection[str] = (),
+    trial: int = 1,
 ) -> Result:
     """Send one task, turn by turn and step by step, and score the whole conversation; a BackendError ends it in error.
 
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
     secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
-    tools: the task file's tool names, which a reply may write a call of as text.
+    tools: the task file's tool names, which a reply may write a call of as text; trial: which of the task's trials
+    this is. A replayed trial lasts as long as its recorded exchanges did.
     """
     started = time.perf_counter()
     end = None
     # An agent that runs its own tools never calls the environment: its untouched state would be no final state.
     with world_of(task, hidden) if backend.PLAYS_TOOLS else nullcontext() as world:
-        turns, conversation_id = converse(backend, task, tools, world)
+        turns, conversation_id = converse(backend, task, tools, world, trial)
         duration_ms = (time.perf_counter() - started) * 1000  # the agent's time: the end state's check is ours
+        tape = cassette.installed()
+        if tape is not None and tape.replaying:
+            duration_ms = tape.latency_ms(task.id, trial)
         reply = whole_reply(turns)
         outcome = score(task, reply, secrets)
         if world is not None and reply.error_code is None:
@@ -115,10 +120,14 @@ def run_jobs(
     handed = 0
     stop: BaseException | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
-    run = partial(run_task, backend, secrets=secrets, hidden=hidden, tools=tools)
+    trials = _trial_numbers(jobs)
+
+    def run(index: int) -> Result:
+        return run_task(backend, jobs[index], secrets, hidden, tools, trials[index])
+
     leftovers: dict[int, Result] = {}  # finished in a worker but not yet taken when the run was cut short
-    pool = _run_pool(run, jobs, concurrency, leftovers) if concurrency > 1 else None
-    completed = pool if pool is not None else enumerate(run(task) for task in jobs)
+    pool = _run_pool(run, len(jobs), concurrency, leftovers) if concurrency > 1 else None
+    completed = pool if pool is not None else enumerate(run(index) for index in range(len(jobs)))
     try:
         for index, result in completed:
             finished[index] = result
@@ -140,12 +149,22 @@ def run_jobs(
     return stop
 
 
+def _trial_numbers(jobs: Sequence[Task]) -> list[int]:
+    """Which of its task's trials each job is, from 1."""
+    seen: dict[str, int] = {}
+    numbers = []
+    for task in jobs:
+        seen[task.id] = seen.get(task.id, 0) + 1
+        numbers.append(seen[task.id])
+    return numbers
+
+
 def _run_pool(
-    run: Callable[[Task], Result], tasks: Sequence[Task], concurrency: int, leftovers: dict[int, Result]
+    run: Callable[[int], Result], count: int, concurrency: int, leftovers: dict[int, Result]
 ) -> Generator[tuple[int, Result], None, None]:
-    """Yield (index, result) as worker threads complete them; closing the generator stops the workers, and puts the
-    results they had finished but not yet yielded in leftovers."""
-    todo = iter(enumerate(tasks))
+    """Yield (index, result) as worker threads complete jobs 0 to count - 1; closing the generator stops the workers,
+    and puts the results they had finished but not yet yielded in leftovers."""
+    todo = iter(range(count))
     todo_lock = threading.Lock()
     stop = threading.Event()
     import queue  # a run of one at a time (or on the stub) has no workers to hear from
@@ -159,21 +178,20 @@ def _run_pool(
         while not stop.is_set():
             room.acquire()
             with todo_lock:
-                item = next(todo, None)
-            if item is None:
+                index = next(todo, None)
+            if index is None:
                 return
-            index, task = item
             try:
-                done.put((index, run(task)))
+                done.put((index, run(index)))
             except BaseException as exc:  # a bug, not a verdict: hand it to the main thread
                 done.put((index, exc))
                 return
 
     # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
-    for _ in range(min(concurrency, len(tasks))):
+    for _ in range(min(concurrency, count)):
         threading.Thread(target=worker, daemon=True).start()
     try:
-        for _ in tasks:
+        for _ in range(count):
             # Waited for in short spells, so that a Ctrl-C whose exception was lost is heard all the same.
             while True:
                 try:

@@ -11,9 +11,13 @@ from tests.support import ROOT
 
 PACKAGES = ("harness", "backends")
 # What a backend may take from the engine: records and errors, how settings (endpoints among them) are declared and
-# read, how to say things, and the secrets it masks in what it quotes of a reply before it cuts it.
+# read, how to say things, the secrets it masks in what it quotes of a reply before it cuts it, and the run's cassette,
+# which every exchange goes through.
 MAX_LINE = 120  # characters, as ruff.toml's line-length
-FOR_BACKENDS = {"harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text", "harness.leaks"}
+FOR_BACKENDS = {
+    "harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text", "harness.leaks",
+    "harness.cassette",
+}  # fmt: skip
 
 
 def project_modules() -> dict[str, str]:

@@ -1,0 +1,337 @@
+"""Cassettes: every exchange of a run with its agent or provider, recorded to a file and replayed with no network.
+
+One seam, `exchange(request, send, hidden)`, that the backends' wire code calls (backends/transport.py for every
+HTTP backend, the command and the stub backends for theirs): `request` is what the backend built for the wire, `send`
+makes the real exchange and returns what it gave as JSON. A run installs its tape once (install); with none installed,
+exchange just sends. The conversation says where each exchange happens (at): the task, the trial, the turn, the step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from harness.files import read_capped
+from harness.leaks import MARKER, NO_SECRETS, Secrets
+from harness.records import BackendError, ConfigError, record
+from harness.text import canonical_json, sha256_hex
+
+if TYPE_CHECKING:
+    from harness.config import Config
+
+FORMAT = "agent-eval-cassette"
+VERSION = 1
+MAX_BYTES = 1 << 30
+# What differs on every run of the same request: the run's id, a conversation's id.
+VOLATILE = frozenset({"runId", "conversationId"})
+MARKED = re.compile(re.escape(MARKER).replace(re.escape("{}"), "([^\u00bb]*)"))
+MISS = "replay:miss"
+
+
+@record
+class Place:
+    """Where an exchange happens: the task, its trial (from 1), the user turn and the step in it (from 1)."""
+
+    task: str
+    trial: int
+    turn: int
+    step: int
+
+
+_PLACE: ContextVar[Place | None] = ContextVar("place", default=None)
+_TAPE: Tape | None = None
+
+
+def at(place: Place) -> None:
+    """Say where the next exchange of this thread happens."""
+    _PLACE.set(place)
+
+
+def install(tape: Tape | None) -> None:
+    """Make the tape the run's: every exchange from now goes through it."""
+    global _TAPE
+    _TAPE = tape
+
+
+def installed() -> Tape | None:
+    """The run's tape, when it records or replays."""
+    return _TAPE
+
+
+def exchange(
+    request: Mapping[str, Any], send: Callable[[], Any], hidden: Secrets = NO_SECRETS, timed: bool = True
+) -> Any:
+    """What `send` gives for this request: from the run's tape when it holds it, else sent (and recorded when the tape
+    records). request: {"path", "headers", "body"}, as much of it as the backend has; timed: whether its latency counts
+    (not for an agent answering inside this process)."""
+    tape = _TAPE
+    return send() if tape is None else tape.exchange(request, send, hidden, timed)
+
+
+class Tape:
+    """A run's cassette: recording to `record`, or replaying `replay` (recording what it misses when record_missing)."""
+
+    def __init__(
+        self,
+        backend: str,
+        task_ids: Sequence[str],
+        *,
+        record: str | None = None,
+        replay: str | None = None,
+        record_missing: bool = False,
+        restore: Secrets = NO_SECRETS,
+    ) -> None:
+        """restore: the values a replay puts back where the cassette names them (a task's forbidden text)."""
+        self.backend = backend
+        self.order = {task_id: index for index, task_id in enumerate(task_ids)}
+        self.path = record or replay or ""
+        self.replaying = replay is not None
+        self.recording = replay is None or record_missing
+        self.record_missing = record_missing
+        self.sha256 = ""
+        self.entries: dict[tuple[str, int, int, int], dict[str, Any]] = {}
+        if replay is not None:
+            raw = _read(replay)
+            self.sha256 = sha256_hex(raw)
+            for entry in _entries(replay, raw, backend):
+                self.entries[_where(entry)] = entry
+        self.by_key: dict[str, list[dict[str, Any]]] = {}
+        for entry in self.entries.values():
+            self.by_key.setdefault(entry["key"], []).append(entry)
+        labels = [name for name in restore.named.values()]
+        self.restore = {MARKER.format(name): value for value, name in restore.named.items() if labels.count(name) == 1}
+        self.latency: dict[tuple[str, int], float] = {}
+        self.lock = threading.Lock()
+
+    def secrets(self) -> dict[str, str]:
+        """Each marker of a secret the replayed replies hold, as that secret: a reply that leaked one still has."""
+        found = {
+            marker.group(0): marker.group(1)
+            for entry in self.entries.values()
+            for text in _strings(entry["reply"])
+            for marker in MARKED.finditer(text)
+        }
+        return {marker: name for marker, name in found.items() if marker not in self.restore}
+
+    def manifest(self) -> dict[str, Any]:
+        """What the run's manifest says of its cassette."""
+        if self.replaying:
+            return {"replay": {"cassette": self.path, "sha256": self.sha256, "recordMissing": self.record_missing}}
+        return {"record": {"cassette": self.path}}
+
+    def latency_ms(self, task: str, trial: int) -> float:
+        """The recorded latency of a trial's exchanges, summed: a replayed trial's duration."""
+        with self.lock:
+            return self.latency.get((task, trial), 0.0)
+
+    def exchange(self, request: Mapping[str, Any], send: Callable[[], Any], hidden: Secrets, timed: bool) -> Any:
+        """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
+        place = _PLACE.get() or Place("", 1, 1, 1)
+        shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
+        key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
+        if self.replaying:
+            entry = self._find(key, place)
+            if entry is not None:
+                self._spent(place, entry.get("latencyMs", 0.0))
+                return self._restored(entry["reply"])
+            if not self.record_missing:
+                raise BackendError(MISS, self._miss(shown, place), attempts=0)
+        started = time.perf_counter()
+        reply = send()
+        entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
+        entry.update(request=shown, reply=hidden.mark_json(reply))
+        if timed:
+            entry["latencyMs"] = round((time.perf_counter() - started) * 1000, 3)
+            self._spent(place, entry["latencyMs"])
+        with self.lock:
+            self.entries[_where(entry)] = entry
+        return reply
+
+    def save(self) -> None:
+        """Write the cassette: every entry in task-file order, then trial, turn and step; atomically."""
+        if not self.recording:
+            return
+        from harness.results import stage  # the writer of every file a run leaves
+
+        with self.lock:
+            entries = sorted(
+                self.entries.values(),
+                key=lambda entry: (self.order.get(entry["task"], len(self.order)), *_where(entry)),
+            )
+        head = {"format": FORMAT, "version": VERSION, "backend": self.backend}
+        stage(self.path, (_line(value) for value in (head, *entries))).commit()
+
+    def _spent(self, place: Place, ms: float) -> None:
+        with self.lock:
+            self.latency[place.task, place.trial] = self.latency.get((place.task, place.trial), 0.0) + ms
+
+    def _find(self, key: str, place: Place) -> dict[str, Any] | None:
+        """The entry recorded for this key: of this task, preferring this trial, then this very turn and step."""
+        ours = [entry for entry in self.by_key.get(key, ()) if entry["task"] == place.task]
+        return min(ours, key=lambda entry: _distance(entry, place), default=None)
+
+    def _miss(self, shown: Mapping[str, Any], place: Place) -> str:
+        """Why a request has no recorded reply: what changed against the nearest request of its task."""
+        where = f"no recorded reply for task {place.task}, turn {place.turn}, step {place.step}"
+        ours = [entry for entry in self.entries.values() if entry["task"] == place.task]
+        if not ours:
+            return f"{where}: no recorded request for this task"
+        nearest = min(ours, key=lambda entry: _distance(entry, place))
+        changed = _first_difference(shown, nearest["request"]) or "the backend"
+        return f"{where}: {changed} differs from the recorded request (turn {nearest['turn']}, step {nearest['step']})"
+
+    def _restored(self, reply: Any) -> Any:
+        """The recorded reply with each value the run knows put back where the cassette names it."""
+        if not self.restore:
+            return reply
+        if isinstance(reply, str):
+            return MARKED.sub(lambda found: self.restore.get(found.group(0), found.group(0)), reply)
+        if isinstance(reply, list):
+            return [self._restored(item) for item in reply]
+        if isinstance(reply, dict):
+            return {self._restored(key): self._restored(item) for key, item in reply.items()}
+        return reply
+
+
+def _steady(body: Any) -> Any:
+    """The body without what differs on every run of the same request."""
+    if isinstance(body, Mapping):
+        return {name: value for name, value in body.items() if name not in VOLATILE}
+    return body
+
+
+def _where(entry: Mapping[str, Any]) -> tuple[str, int, int, int]:
+    return entry["task"], entry["trial"], entry["turn"], entry["step"]
+
+
+def _distance(entry: Mapping[str, Any], place: Place) -> tuple[bool, bool, bool, int, int, int]:
+    """How far a recorded exchange is from a place in the same task: another turn, step or trial is further."""
+    turn, step = entry["turn"] == place.turn, entry["step"] == place.step
+    return not (turn and step), entry["trial"] != place.trial, not turn, entry["trial"], entry["turn"], entry["step"]
+
+
+def _first_difference(now: Any, then: Any, path: str = "") -> str | None:
+    """The JSON path of the first field that differs between two JSON values, or None when they are equal."""
+    if isinstance(now, dict) and isinstance(then, dict):
+        for name in [*now, *(name for name in then if name not in now)]:
+            inner = f"{path}.{name}" if path else name
+            if name not in now or name not in then:
+                return inner
+            found = _first_difference(now[name], then[name], inner)
+            if found is not None:
+                return found
+        return None
+    if isinstance(now, list) and isinstance(then, list):
+        for index in range(max(len(now), len(then))):
+            if index >= len(now) or index >= len(then):
+                return f"{path}[{index}]"
+            found = _first_difference(now[index], then[index], f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    return None if now == then and type(now) is type(then) else path or "the request"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield name
+            yield from _strings(item)
+
+
+def _line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _read(path: str) -> bytes:
+    """The cassette's bytes; ConfigError naming it when it cannot be read or is too large."""
+    try:
+        raw = read_capped(path, MAX_BYTES)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the cassette: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{path}: the cassette is over the {MAX_BYTES} bytes it may have")
+    return raw
+
+
+# Each entry's fields and what they must be.
+ENTRY_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "task": ("a string", lambda value: isinstance(value, str)),
+    "trial": ("a whole number from 1", lambda value: type(value) is int and value >= 1),
+    "turn": ("a whole number from 1", lambda value: type(value) is int and value >= 1),
+    "step": ("a whole number from 1", lambda value: type(value) is int and value >= 1),
+    "key": (
+        "a SHA-256 in hex",
+        lambda value: isinstance(value, str) and re.fullmatch("[0-9a-f]{64}", value) is not None,
+    ),
+    "request": ("an object", lambda value: isinstance(value, dict)),
+    "reply": ("a JSON value", lambda value: True),
+}
+
+
+def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
+    """The cassette's entries, checked; ConfigError naming the file and the line at the first problem."""
+    lines = raw.split(b"\n")
+    if lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise ConfigError(f"{path}: empty; a cassette starts with a line naming its format and version")
+    for number, line in enumerate(lines, 1):
+        try:
+            value = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: line {number}: not UTF-8 text") from None
+        except (ValueError, RecursionError):
+            raise ConfigError(
+                f"{path}: line {number}: not JSON (a cassette is JSON Lines, one object a line)"
+            ) from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: line {number}: expected a JSON object")
+        if number == 1:
+            _check_head(path, value, backend)
+            continue
+        missing = [name for name in ENTRY_FIELDS if name not in value]
+        if missing:
+            raise ConfigError(f"{path}: line {number}: an entry without {', '.join(missing)}")
+        for name, (what, fits) in ENTRY_FIELDS.items():
+            if not fits(value[name]):
+                raise ConfigError(f"{path}: line {number}: {name}: expected {what}")
+        latency = value.get("latencyMs", 0)
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency < float("inf"):
+            raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds")
+        yield value
+
+
+def _check_head(path: str, head: Mapping[str, Any], backend: str) -> None:
+    if head.get("format") != FORMAT:
+        raise ConfigError(f'{path}: line 1: not a cassette (expected {{"format": "{FORMAT}", ...}})')
+    if head.get("version") != VERSION:
+        raise ConfigError(
+            f"{path}: line 1: a cassette of version {head.get('version')!r}; this harness reads {VERSION}"
+        )
+    if head.get("backend") != backend:
+        raise ConfigError(f"{path}: recorded on the {head.get('backend')} backend; this run uses the {backend} backend")
+
+
+def open_tape(config: Config, backend: str, task_ids: Sequence[str], restore: Secrets) -> Tape | None:
+    """The run's tape, when its settings ask it to record or replay; the cassette replayed is read and checked now."""
+    if config.record_path is None and config.replay_path is None:
+        return None
+    return Tape(
+        backend,
+        task_ids,
+        record=config.record_path,
+        replay=config.replay_path,
+        record_missing=config.record_missing,
+        restore=restore,
+    )

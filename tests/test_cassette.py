@@ -1,0 +1,467 @@
+"""Cassettes: a run recorded against a live agent or provider, then replayed with the agent gone and no key, gives
+the same verdicts and results; a changed request is replay:miss for exactly its task; no secret is ever recorded."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from eval_agent import configure
+from harness.cassette import FORMAT, Place, Tape, at
+from harness.leaks import Secrets
+from harness.records import BackendError, ConfigError
+from tests.providers import fake_openai, openai_completion
+from tests.support import (
+    CANNED,
+    CLI_TIMEOUT,
+    DATA,
+    SCRIPT,
+    SHIPPED_TASKS,
+    Received,
+    TempDirTestCase,
+    canned,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+    stop_signals_as_from_a_terminal,
+)
+
+SCRIPT_AGENT = os.path.join(DATA, "agents", "script_agent.py")
+TOKEN = "tok-ghijklmnopqrstuvwx"  # letters no hash or run id holds
+API_KEY = "sk-GHIJKLMNOPQRSTUVWXYZ"
+CANARY = "canary-qrstuvwxyzghijkl"
+BODY_SECRET = "pw-zyxwvutsrqponmlkjih"
+
+
+def comparable(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A results file without what differs on every run of the same replies: timing, ids, the cassette's fields."""
+    same = copy.deepcopy(dict(document))
+    for name in ("runId", "startedAt", "durationMs"):
+        del same[name]
+    same["manifest"].pop("record", None)
+    same["manifest"].pop("replay", None)
+    if same.get("usage"):
+        del same["usage"]["latencyMs"]
+    for entry in same["results"]:
+        for trial in entry["trialResults"]:
+            del trial["durationMs"]
+            trial.pop("conversationId", None)
+    return same
+
+
+def verdicts(document: Mapping[str, Any]) -> dict[str, tuple[str, str | None, str | None]]:
+    return {entry["id"]: (entry["status"], entry["code"], entry["reason"]) for entry in document["results"]}
+
+
+def cassette_lines(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def stepwise_openai(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """A model that answers as the stub does, step by step: the newest user message's canned reply for the step."""
+    messages = received.json["messages"]
+    last_user = max(index for index, message in enumerate(messages) if message["role"] == "user")
+    step = sum(message["role"] == "assistant" for message in messages[last_user:])
+    reply = CANNED[messages[last_user]["content"]]
+    reply = reply[step] if isinstance(reply, list) else reply
+    calls = canned_calls_of(reply)
+    completion = openai_completion(calls, reply.get("text") or (None if calls else "I can't do that."))
+    for index, call in enumerate(completion["choices"][0]["message"].get("tool_calls", [])):
+        call["id"] = f"call_{len(messages)}_{index}"
+    send_json(handler, completion)
+
+
+def canned_calls_of(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
+    calls = reply.get("toolCalls") or ([reply["toolCall"]] if reply.get("toolCall") else [])
+    return [{"name": call["name"].replace(".", "_"), "args": call["args"]} for call in calls]
+
+
+class RecordThenReplay(TempDirTestCase):
+    """Each backend's run recorded live, then replayed with nothing live: the same results file but for timing."""
+
+    maxDiff = None
+
+    def run_ok(self, *args: str, env: Mapping[str, str], codes: tuple[int, ...] = (0,)) -> dict[str, Any]:
+        _stdout, stderr, code = run_cli(*args, env=env, cwd=self.tmp)
+        self.assertIn(code, codes, stderr)
+        return self.read_json(args[args.index("--out") + 1])
+
+    def record_and_replay(
+        self, env: Mapping[str, str], stop: Any = None, codes: tuple[int, ...] = (0,)
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        recorded = self.run_ok("--record", "c.jsonl", "--out", "recorded.json", env=env, codes=codes)
+        if stop is not None:
+            stop.__exit__()
+        replayed = self.run_ok("--replay", "c.jsonl", "--out", "replayed.json", env=env, codes=codes)
+        return recorded, replayed
+
+    def test_an_http_run_replayed_with_the_agent_gone_gives_the_same_results(self) -> None:
+        agent = self.serve(canned)
+        recorded, replayed = self.record_and_replay(clean_env(EVAL_AGENT_URL=agent.url()), stop=agent)
+        self.assertEqual(comparable(replayed), comparable(recorded))
+        self.assertEqual(recorded["manifest"]["record"], {"cassette": "c.jsonl"})
+        with open(os.path.join(self.tmp, "c.jsonl"), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        self.assertEqual(
+            replayed["manifest"]["replay"], {"cassette": "c.jsonl", "sha256": digest, "recordMissing": False}
+        )
+        entries = cassette_lines(self.path("c.jsonl"))[1:]
+        latencies = {(entry["task"], entry["trial"]): round(entry["latencyMs"], 1) for entry in entries}
+        durations = {(entry["id"], 1): entry["trialResults"][0]["durationMs"] for entry in replayed["results"]}
+        self.assertEqual(durations, latencies, "a replayed trial lasts as long as its recorded exchanges")
+
+    def test_each_trial_is_replayed_with_its_own_reply(self) -> None:
+        seen: dict[str, int] = {}
+
+        def flaky(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            task = received.json["taskId"]
+            seen[task] = seen.get(task, 0) + 1
+            if seen[task] == 2:  # the second trial of every task answers wrong
+                send_json(handler, {"text": "I would rather not."})
+            else:
+                canned(received, handler)
+
+        agent = self.serve(flaky)
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_RUNS="3", EVAL_CONCURRENCY="1")
+        recorded, replayed = self.record_and_replay(env, stop=agent, codes=(1,))
+        self.assertEqual(
+            [trial["status"] for trial in recorded["results"][0]["trialResults"]], ["pass", "fail", "pass"]
+        )
+        self.assertEqual(comparable(replayed), comparable(recorded))
+
+    def test_an_openai_conversation_replayed_with_no_key_and_no_provider_gives_the_same_results(self) -> None:
+        fake = self.serve(stepwise_openai)
+        env = clean_env(
+            EVAL_TASKS=SHIPPED_TASKS, OPENAI_BASE_URL=fake.url("/v1"), EVAL_MODEL="fake-model", OPENAI_API_KEY=API_KEY
+        )
+        recorded = self.run_ok("--record", "c.jsonl", "--out", "recorded.json", env=env)
+        fake.__exit__()
+        del env["OPENAI_API_KEY"]
+        replayed = self.run_ok("--replay", "c.jsonl", "--out", "replayed.json", env=env)
+        self.assertEqual(comparable(replayed), comparable(recorded))
+        steps = {entry["id"]: entry["trialResults"][0].get("steps") for entry in recorded["results"]}
+        self.assertEqual((steps["asset-tag-from-search"], steps["ai-image-generate-asks-first"]), (3, 3))
+        with open(self.path("c.jsonl"), encoding="utf-8") as f:
+            self.assertNotIn(API_KEY, f.read())
+
+    def test_a_command_run_replayed_starts_no_command_and_gives_the_same_results(self) -> None:
+        env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} {SCRIPT_AGENT}")
+        recorded, replayed = self.record_and_replay(env)
+        self.assertEqual(comparable(replayed), comparable(recorded))
+        crashing = clean_env(EVAL_AGENT_CMD=f"{sys.executable} {SCRIPT_AGENT} crash")
+        never_run = self.run_ok("--replay", "c.jsonl", "--out", "never.json", env=crashing)
+        self.assertEqual(verdicts(never_run), verdicts(recorded))
+
+    def test_a_stub_run_replayed_gives_the_same_results_and_its_cassette_is_the_same_byte_for_byte(self) -> None:
+        env = clean_env(EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY=CANARY)
+        recorded, replayed = self.record_and_replay(env)
+        self.assertEqual(comparable(replayed), comparable(recorded))
+        self.run_ok("--record", "again.jsonl", "--out", "again.json", env=env)
+        with open(self.path("c.jsonl"), "rb") as first, open(self.path("again.jsonl"), "rb") as second:
+            self.assertEqual(first.read(), second.read())
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.tmp, name)
+
+
+class WhatChanged(TempDirTestCase):
+    """A changed request is replay:miss for exactly the tasks it reaches, naming the field; what does not reach the
+    wire (a timeout, retries, the port, the key) changes nothing."""
+
+    maxDiff = None
+
+    def test_each_change_misses_exactly_the_tasks_it_reaches_and_names_the_field(self) -> None:
+        fake = self.serve(fake_openai)
+        data = canonical_task_data()
+        tasks = self.write_json("tasks.json", data)
+        env = clean_env(
+            EVAL_TASKS=tasks,
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_MODEL="fake-model",
+            OPENAI_API_KEY=API_KEY,
+            EVAL_GATE="100",  # a single miss fails the gate
+        )
+        _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "recorded.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        recorded = verdicts(self.read_json("recorded.json"))
+        fake.__exit__()
+        every = sorted(recorded)
+        prompt_task = data["tasks"][2]["id"]
+
+        changed_prompt = copy.deepcopy(data)
+        changed_prompt["tasks"][2]["prompt"] += " Quickly."
+        changed_tool = copy.deepcopy(data)
+        changed_tool["tools"][0]["description"] += " Fast."
+        with open(os.path.join(self.tmp, "system.txt"), "w", encoding="utf-8") as f:
+            f.write("You are terse.")
+        unkeyed = {"EVAL_TIMEOUT": "7", "EVAL_RETRIES": "0", "OPENAI_BASE_URL": self.refusing_url("/v1")}
+        rows: list[tuple[str, dict[str, str], list[str], str | None]] = [
+            ("nothing", {}, [], None),
+            ("timeout, retries, port; no key", {**unkeyed, "OPENAI_API_KEY": ""}, [], None),
+            (
+                "a prompt",
+                {"EVAL_TASKS": self.write_json("prompt.json", changed_prompt)},
+                [prompt_task],
+                "body.messages[0].content",
+            ),
+            ("a tool's schema", {"EVAL_TASKS": self.write_json("tool.json", changed_tool)}, every, "body.tools[0]"),
+            ("the system prompt", {"EVAL_SYSTEM_PROMPT_FILE": "system.txt"}, every, "body.messages[0]"),
+            ("the model", {"EVAL_MODEL": "other-model"}, every, "body.model"),
+            ("a setting", {"EVAL_TEMPERATURE": "0.5"}, every, "body.temperature"),
+        ]
+        for what, change, missed, field in rows:
+            with self.subTest(changed=what):
+                run_env = {**env, **change}
+                if run_env.get("OPENAI_API_KEY") == "":
+                    del run_env["OPENAI_API_KEY"]
+                _stdout, stderr, code = run_cli(
+                    "--replay", "c.jsonl", "--out", "replayed.json", env=run_env, cwd=self.tmp
+                )
+                self.assertEqual(code, 1 if missed else 0, stderr)  # a miss is never exit 3, never a pass
+                now = verdicts(self.read_json("replayed.json"))
+                self.assertEqual(sorted(task for task, (_, code_, _) in now.items() if code_ == "replay:miss"), missed)
+                for task in missed:
+                    self.assertEqual(now[task][0], "error")
+                    self.assertRegex(
+                        now[task][2] or "",
+                        rf"^no recorded reply for task {task}, turn 1, step 1: {re.escape(field or '')}",
+                    )
+                self.assertEqual(
+                    {t: v for t, v in now.items() if t not in missed},
+                    {t: v for t, v in recorded.items() if t not in missed},
+                )
+
+
+class MissReasons(TempDirTestCase):
+    """What a miss says, against the nearest recorded request of its task."""
+
+    def tape(self, entries: list[dict[str, Any]]) -> Tape:
+        head = {"format": "agent-eval-cassette", "version": 1, "backend": "stub"}
+        path = os.path.join(self.tmp, "c.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(line) + "\n" for line in (head, *entries))
+        return Tape("stub", ["t"], replay=path)
+
+    def test_a_task_never_recorded_is_said_so(self) -> None:
+        at(Place("t", 1, 1, 1))
+        with self.assertRaises(BackendError) as caught:
+            self.tape([]).exchange({"body": {"prompt": "hi"}}, lambda: {}, Secrets({}), False)
+        self.assertEqual(
+            (caught.exception.code, caught.exception.reason),
+            ("replay:miss", "no recorded reply for task t, turn 1, step 1: no recorded request for this task"),
+        )
+
+    def test_a_later_step_is_compared_with_the_same_step_recorded(self) -> None:
+        recorded = [
+            {"task": "t", "trial": 1, "turn": 1, "step": step, "key": "0" * 64, "request": request, "reply": {}}
+            for step, request in ((1, {"body": {"messages": ["a"]}}), (2, {"body": {"messages": ["a", "b"]}}))
+        ]
+        at(Place("t", 1, 1, 2))
+        with self.assertRaises(BackendError) as caught:
+            self.tape(recorded).exchange({"body": {"messages": ["a", "c"]}}, lambda: {}, Secrets({}), False)
+        self.assertEqual(
+            caught.exception.reason,
+            "no recorded reply for task t, turn 1, step 2: body.messages[1] differs from the recorded request "
+            "(turn 1, step 2)",
+        )
+
+
+class NoSecretRecorded(TempDirTestCase):
+    """A reply that leaked a secret, or said a forbidden text, fails so when recorded and when replayed; the cassette
+    holds neither, nor any credential of the run."""
+
+    def test_planted_secrets_are_never_recorded_and_the_replay_fails_the_same_way(self) -> None:
+        data = canonical_task_data()
+        refusal = data["tasks"][9]
+        data["tasks"] = [
+            {**refusal, "id": "echo-token"},
+            {**refusal, "id": "echo-canary", "expect": {"refusal": True, "forbiddenText": ["${EVAL_CANARY}"]}},
+            {**refusal, "id": "quiet"},
+        ]
+        tasks = self.write_json("tasks.json", data)
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            said = {"echo-token": f"my token is {TOKEN}", "echo-canary": f"the canary is {CANARY}"}
+            text = said.get(received.json["taskId"], "No.")
+            send_json(handler, {"refused": True, "text": text, "apiKey": API_KEY})
+
+        agent = self.serve(respond)
+        headers = json.dumps({"X-Api-Key": API_KEY})
+        env = clean_env(
+            EVAL_TASKS=tasks,
+            EVAL_AGENT_URL=agent.url(f"/run?key={API_KEY}"),
+            EVAL_AGENT_TOKEN=TOKEN,
+            EVAL_AGENT_HEADERS=headers,
+            EVAL_AGENT_BODY=json.dumps({"secret": BODY_SECRET}),
+            EVAL_CANARY=CANARY,
+        )
+        _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "recorded.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, stderr)
+        recorded = verdicts(self.read_json("recorded.json"))
+        self.assertEqual(
+            {task: verdict[1] for task, verdict in recorded.items()},
+            {"echo-token": "leak:secret", "echo-canary": "leak:forbidden-text", "quiet": None},
+        )
+        with open(os.path.join(self.tmp, "c.jsonl"), encoding="utf-8") as f:
+            cassette = f.read()
+        for secret in (TOKEN, API_KEY, CANARY, BODY_SECRET):
+            self.assertNotIn(secret, cassette)
+        self.assertIn("\u00absecret:EVAL_AGENT_TOKEN\u00bb", cassette)
+        agent.__exit__()
+        # No token, no header, no key in the URL: the replay has none of the run's secrets but the task's canary.
+        replay_env = {**env, "EVAL_AGENT_URL": agent.url()}
+        for name in ("EVAL_AGENT_TOKEN", "EVAL_AGENT_HEADERS"):
+            del replay_env[name]
+        replay_env["EVAL_AGENT_BODY"] = json.dumps({"secret": "sk-another-value-altogether"})
+        _stdout, stderr, code = run_cli("--replay", "c.jsonl", "--out", "replayed.json", env=replay_env, cwd=self.tmp)
+        self.assertEqual(code, 1, stderr)
+        self.assertEqual(verdicts(self.read_json("replayed.json")), recorded)
+        with open(os.path.join(self.tmp, "replayed.json"), encoding="utf-8") as f:
+            self.assertNotIn("\u00absecret:", f.read(), "a marker is masked as the secret it stands for")
+
+
+class RecordMissing(TempDirTestCase):
+    """--record-missing sends what the cassette misses, and only that, and writes the filled cassette back."""
+
+    def test_the_missing_entries_and_only_those_are_sent_and_added(self) -> None:
+        agent = self.serve(canned)
+        env = clean_env(EVAL_AGENT_URL=agent.url())
+        _stdout, stderr, code = run_cli("--record", "full.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        with open(os.path.join(self.tmp, "full.jsonl"), encoding="utf-8") as f:
+            full = f.readlines()
+        kept = [line for number, line in enumerate(full) if number not in (2, 5, 9)]
+        with open(os.path.join(self.tmp, "gaps.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        sent_before = len(agent.received)
+        _stdout, stderr, code = run_cli("--replay", "gaps.jsonl", "--record-missing", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        sent = [received.json["taskId"] for received in agent.received[sent_before:]]
+        self.assertEqual(sorted(sent), sorted(json.loads(full[number])["task"] for number in (2, 5, 9)))
+
+        def without_latency(lines: list[str]) -> list[dict[str, Any]]:
+            return [{k: v for k, v in json.loads(line).items() if k != "latencyMs"} for line in lines]
+
+        with open(os.path.join(self.tmp, "gaps.jsonl"), encoding="utf-8") as f:
+            self.assertEqual(without_latency(f.readlines()), without_latency(full))
+
+
+class BadCassettes(TempDirTestCase):
+    """Every bad cassette input is one line naming the file (and the line), exit 2."""
+
+    maxDiff = None
+
+    def config_error(self, *argv: str, **environ: str) -> str:
+        with self.assertRaises(ConfigError) as caught:
+            config, backend, _ = configure(list(argv), {"EVAL_TASKS": SHIPPED_TASKS, **environ})
+            from harness.cassette import open_tape
+
+            open_tape(config, backend, [], Secrets({}))
+        return str(caught.exception)
+
+    def test_settings_that_cannot_go_together_are_named(self) -> None:
+        self.assertEqual(
+            self.config_error("--record", "a.jsonl", "--replay", "b.jsonl"),
+            "--record and --replay: give one; to add what a cassette misses, replay it with --record-missing",
+        )
+        self.assertEqual(
+            self.config_error(EVAL_RECORD="a.jsonl", EVAL_REPLAY="b.jsonl").split(":")[0],
+            "EVAL_RECORD and EVAL_REPLAY",
+        )
+        self.assertEqual(self.config_error("--record-missing"), "--record-missing: only with --replay (or EVAL_REPLAY)")
+        self.assertEqual(self.config_error("--record", self.tmp), f"--record: {self.tmp} is not a regular file")
+        self.assertEqual(self.config_error("--record", SHIPPED_TASKS), f"--record: {SHIPPED_TASKS} is the task file")
+        self.assertEqual(
+            self.config_error("--replay", "out.json", "--record-missing", "--out", "out.json"),
+            "--replay: out.json is the results file",
+        )
+
+    def test_each_bad_cassette_is_named_with_its_line(self) -> None:
+        head = '{"format":"agent-eval-cassette","version":1,"backend":"stub"}\n'
+        entry = {"task": "t", "trial": 1, "turn": 1, "step": 1, "key": "a" * 64, "request": {}, "reply": {}}
+        cases = {
+            "missing": (None, "cannot read the cassette: No such file or directory"),
+            "folder": (None, "cannot read the cassette: Is a directory"),
+            "empty": (b"", "empty; a cassette starts with a line naming its format and version"),
+            "not-json": (head.encode() + b"{oops\n", "line 2: not JSON (a cassette is JSON Lines, one object a line)"),
+            "not-utf8": (head.encode() + b'"\xff"\n', "line 2: not UTF-8 text"),
+            "not-object": (head.encode() + b"[]\n", "line 2: expected a JSON object"),
+            "other-format": (
+                b'{"format":"vcr"}\n',
+                'line 1: not a cassette (expected {"format": "agent-eval-cassette", ...})',
+            ),
+            "other-version": (
+                b'{"format":"agent-eval-cassette","version":2,"backend":"stub"}\n',
+                "line 1: a cassette of version 2; this harness reads 1",
+            ),
+            "other-backend": (
+                b'{"format":"agent-eval-cassette","version":1,"backend":"http"}\n',
+                "recorded on the http backend; this run uses the stub backend",
+            ),
+            "no-key": (
+                (head + json.dumps({k: v for k, v in entry.items() if k != "key"}) + "\n").encode(),
+                "line 2: an entry without key",
+            ),
+            "bad-trial": (
+                (head + json.dumps({**entry, "trial": 0}) + "\n").encode(),
+                "line 2: trial: expected a whole number from 1",
+            ),
+        }
+        os.mkdir(os.path.join(self.tmp, "folder"))
+        for name, (content, message) in cases.items():
+            with self.subTest(name):
+                path = os.path.join(self.tmp, name)
+                if content is not None:
+                    with open(path, "wb") as f:
+                        f.write(content)
+                self.assertEqual(self.config_error("--replay", path), f"{path}: {message}")
+
+    def test_a_bad_cassette_stops_the_run_in_one_line_before_anything_is_sent(self) -> None:
+        with open(os.path.join(self.tmp, "c.jsonl"), "w", encoding="utf-8") as f:
+            f.write("not json\n")
+        stdout, stderr, code = run_cli("--replay", "c.jsonl", env=clean_env(), cwd=self.tmp)
+        self.assertEqual(
+            (stdout, stderr, code),
+            ("", "eval_agent: error: c.jsonl: line 1: not JSON (a cassette is JSON Lines, one object a line)\n", 2),
+        )
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "eval-results.json")))
+
+
+class CutShort(TempDirTestCase):
+    """A run cut short writes what it recorded so far."""
+
+    def test_ctrl_c_leaves_the_cassette_of_the_exchanges_that_finished(self) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if len(agent.received) > 1:
+                agent.release.wait(CLI_TIMEOUT)  # hold every later request until the test ends
+            canned(received, handler)
+
+        agent = self.serve(respond)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--record", "c.jsonl"],
+            cwd=self.tmp,
+            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        agent.wait_for_requests(2)
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual(proc.returncode, 130, stderr)
+        lines = cassette_lines(os.path.join(self.tmp, "c.jsonl"))
+        first = canonical_task_data()["tasks"][0]["id"]
+        self.assertEqual([(line.get("format"), line.get("task")) for line in lines], [(FORMAT, None), (None, first)])
