@@ -103,7 +103,7 @@ class Tape:
         self.by_key: dict[str, list[dict[str, Any]]] = {}
         for entry in self.entries.values():
             self.by_key.setdefault(entry["key"], []).append(entry)
-        labels = [name for name in restore.named.values()]
+        labels = list(restore.named.values())
         self.restore = {MARKER.format(name): value for value, name in restore.named.items() if labels.count(name) == 1}
         self.latency: dict[tuple[str, int], float] = {}
         self.lock = threading.Lock()
@@ -173,7 +173,7 @@ class Tape:
     def _find(self, key: str, place: Place) -> dict[str, Any] | None:
         """The entry recorded for this key: of this task, preferring this trial, then this very turn and step."""
         ours = [entry for entry in self.by_key.get(key, ()) if entry["task"] == place.task]
-        return min(ours, key=lambda entry: _distance(entry, place), default=None)
+        return min(ours, key=lambda entry: (entry["trial"] != place.trial, *_distance(entry, place)), default=None)
 
     def _miss(self, shown: Mapping[str, Any], place: Place) -> str:
         """Why a request has no recorded reply: what changed against the nearest request of its task."""
@@ -182,7 +182,7 @@ class Tape:
         if not ours:
             return f"{where}: no recorded request for this task"
         nearest = min(ours, key=lambda entry: _distance(entry, place))
-        changed = _first_difference(shown, nearest["request"]) or "the backend"
+        changed = _first_difference(shown, nearest["request"]) or "its key"  # a recorded key its request does not make
         return f"{where}: {changed} differs from the recorded request (turn {nearest['turn']}, step {nearest['step']})"
 
     def _restored(self, reply: Any) -> Any:

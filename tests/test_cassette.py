@@ -167,6 +167,8 @@ class RecordThenReplay(TempDirTestCase):
         env = clean_env(EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY=CANARY)
         recorded, replayed = self.record_and_replay(env)
         self.assertEqual(comparable(replayed), comparable(recorded))
+        stdout, stderr, code = run_cli("--replay", "c.jsonl", "--dry-run", env=env, cwd=self.tmp)
+        self.assertEqual((stdout.splitlines()[0].endswith(", replaying c.jsonl"), code), (True, 0), stdout + stderr)
         self.run_ok("--record", "again.jsonl", "--out", "again.json", env=env)
         with open(self.path("c.jsonl"), "rb") as first, open(self.path("again.jsonl"), "rb") as second:
             self.assertEqual(first.read(), second.read())
