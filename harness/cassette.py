@@ -29,6 +29,9 @@ VERSION = 1
 MAX_BYTES = 1 << 30
 # What differs on every run of the same request: the run's id, a conversation's id.
 VOLATILE = frozenset({"runId", "conversationId"})
+# The id a provider backend gives a call its provider sent without one (backends/provider.py's call_id): numbered in
+# the order the run's calls came, which threads and the selection change; a key numbers them anew in each request.
+MADE_ID = re.compile(r"(call_h|toolu_h|gemini_h)[0-9]+")
 MARKED = re.compile(re.escape(MARKER).replace(re.escape("{}"), "([^\u00bb]*)"))
 MISS = "replay:miss"
 
@@ -199,10 +202,23 @@ class Tape:
 
 
 def _steady(body: Any) -> Any:
-    """The body without what differs on every run of the same request."""
+    """The body without what differs on every run of the same request: the run's ids left out, the ids the harness
+    made for calls numbered in the order they come in it."""
     if isinstance(body, Mapping):
-        return {name: value for name, value in body.items() if name not in VOLATILE}
-    return body
+        body = {name: value for name, value in body.items() if name not in VOLATILE}
+    made: dict[str, str] = {}
+
+    def renumbered(value: Any) -> Any:
+        if isinstance(value, str):
+            found = MADE_ID.fullmatch(value)
+            return made.setdefault(value, f"{found[1]}{len(made) + 1}") if found else value
+        if isinstance(value, list):
+            return [renumbered(item) for item in value]
+        if isinstance(value, dict):
+            return {name: renumbered(item) for name, item in value.items()}
+        return value
+
+    return renumbered(body)
 
 
 def _where(entry: Mapping[str, Any]) -> tuple[str, int, int, int]:

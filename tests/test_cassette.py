@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
+from functools import partial
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -68,8 +69,9 @@ def cassette_lines(path: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f]
 
 
-def stepwise_openai(received: Received, handler: BaseHTTPRequestHandler) -> None:
-    """A model that answers as the stub does, step by step: the newest user message's canned reply for the step."""
+def stepwise_openai(received: Received, handler: BaseHTTPRequestHandler, ids: bool = True) -> None:
+    """A model that answers as the stub does, step by step: the newest user message's canned reply for the step; its
+    calls without ids when ids is false, as some OpenAI-compatible servers send them."""
     messages = received.json["messages"]
     last_user = max(index for index, message in enumerate(messages) if message["role"] == "user")
     step = sum(message["role"] == "assistant" for message in messages[last_user:])
@@ -79,6 +81,8 @@ def stepwise_openai(received: Received, handler: BaseHTTPRequestHandler) -> None
     completion = openai_completion(calls, reply.get("text") or (None if calls else "I can't do that."))
     for index, call in enumerate(completion["choices"][0]["message"].get("tool_calls", [])):
         call["id"] = f"call_{len(messages)}_{index}"
+        if not ids:
+            del call["id"]
     send_json(handler, completion)
 
 
@@ -154,6 +158,21 @@ class RecordThenReplay(TempDirTestCase):
         self.assertEqual((steps["asset-tag-from-search"], steps["ai-image-generate-asks-first"]), (3, 3))
         with open(self.path("c.jsonl"), encoding="utf-8") as f:
             self.assertNotIn(API_KEY, f.read())
+
+    def test_a_conversation_whose_provider_gives_calls_no_ids_replays_alone_as_it_was_recorded_among_others(
+        self,
+    ) -> None:
+        fake = self.serve(partial(stepwise_openai, ids=False))
+        env = clean_env(
+            EVAL_TASKS=SHIPPED_TASKS, OPENAI_BASE_URL=fake.url("/v1"), EVAL_MODEL="fake-model", EVAL_CONCURRENCY="1"
+        )
+        recorded = self.run_ok("--record", "c.jsonl", "--out", "recorded.json", env=env)
+        fake.__exit__()
+        # The harness numbers the calls it gives ids in the order it reads them: alone, this task's are numbered anew.
+        replayed = self.run_ok(
+            "--replay", "c.jsonl", "--task", "asset-tag-from-search", "--out", "alone.json", env=env, codes=(0, 1)
+        )
+        self.assertEqual(verdicts(replayed), {"asset-tag-from-search": verdicts(recorded)["asset-tag-from-search"]})
 
     def test_a_command_run_replayed_starts_no_command_and_gives_the_same_results(self) -> None:
         env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} {SCRIPT_AGENT}")
