@@ -209,6 +209,8 @@ DOCUMENT = {
             "taskIds": [TEXT],
             "mergedShards": IfThere(COUNT),
         },
+        "record": IfThere({"cassette": TEXT}),
+        "replay": IfThere({"cassette": TEXT, "sha256": TEXT, "recordMissing": FLAG}),
     },
     "startedAt": TEXT,
     "durationMs": NUMBER,

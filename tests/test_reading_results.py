@@ -29,6 +29,11 @@ DROP = object()
 MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
     (("manifest", "taskFile"), None, "manifest.taskFile: expected an object, got null"),
     (("manifest", "selection", "shard"), "x", 'manifest.selection.shard: expected K/N, a shard, got the string "x"'),
+    (
+        ("manifest", "replay"),
+        {"cassette": "c.jsonl", "sha256": "0" * 64, "recordMissing": "no"},
+        'manifest.replay.recordMissing: expected true or false, got the string "no"',
+    ),
     (("failed",), DROP, "the top level: no failed"),
     (("gatePassed",), DROP, "the top level: no gatePassed"),
     (("passRate",), 1e308, "passRate: expected a percentage from 0 to 100, got 1e+308"),
