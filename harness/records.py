@@ -614,6 +614,7 @@ class Tally:
     # Trials that did not pass on a budget alone (a breach, or tokens not reported), which its budget lets a blocking
     # task's gate pass: they count against the pass-rate only.
     budget_excused: int = 0
+    missed: bool = False  # a trial of it was replayed from a cassette that holds no reply for its request
 
 
 @record
@@ -679,6 +680,7 @@ class Summary:
     flaky: tuple[str, ...] = ()
     blocking_failed: tuple[str, ...] = ()
     violations: tuple[str, ...] = ()
+    replay_missed: tuple[str, ...] = ()  # tasks a replay could not answer: never evaluated, so never a met gate
     regressed: tuple[str, ...] = ()  # against a baseline, when one was given
     internal_error: str | None = None  # `<type>: <message>` of a bug in the harness that cut the run short
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total

@@ -231,6 +231,7 @@ DOCUMENT = {
     "flaky": [TEXT],
     "blockingFailed": [TEXT],
     "violations": [TEXT],
+    "replayMissed": IfThere([TEXT]),
     "overBudget": IfThere(WHOLE),
     "regressed": [TEXT],
     "growth": IfThere(
@@ -395,6 +396,7 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "flaky": list(summary.flaky),
         "blockingFailed": list(summary.blocking_failed),
         "violations": list(summary.violations),
+        "replayMissed": list(summary.replay_missed),
         "overBudget": summary.over_budget,
         "regressed": list(summary.regressed),
         **({"growth": growth_document(summary.growth)} if summary.growth else {}),

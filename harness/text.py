@@ -44,6 +44,7 @@ REASONS = {
     "tool-call-growth": "tool calls grew past the limit against the baseline",
     "latency-growth": "latency grew past the limit against the baseline",
     "unreachable": "nothing reached the agent",
+    "replay-miss": "requests not in the cassette",
     "not-run": "tasks not run",
     "internal-error": "internal error",
 }
@@ -273,7 +274,11 @@ def _reason(summary: Summary, code: str) -> str:
     grown = next((growth for growth in summary.growth if GROWTH_FIGURES.get(code, ("",))[0] == growth.figure), None)
     if grown is not None:
         return growth_reason(grown)
-    tasks = {"blocking-failed": summary.blocking_failed, "regression": summary.regressed}.get(code)
+    tasks = {
+        "blocking-failed": summary.blocking_failed,
+        "regression": summary.regressed,
+        "replay-miss": summary.replay_missed,
+    }.get(code)
     return f"{REASONS[code]} ({', '.join(tasks)})" if tasks else REASONS[code]
 
 

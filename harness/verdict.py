@@ -24,6 +24,7 @@ EXIT_CODES = (
 )
 # Error codes that mean the agent was never really asked: when every trial ends in one, nothing was evaluated.
 UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"})
+REPLAY_MISS = "replay:miss"  # harness.cassette's: a request its cassette holds no reply for
 # Codes of a trial that did what its task asks but broke its budget or the loop rule (harness.scoring's), and of one
 # whose tokens no one reported under a token budget: what a budget that does not say "blocking" keeps from blocking.
 BUDGET_BREACHES = frozenset({"conversation:loop", "budget:tool-calls", "budget:tokens", "budget:latency"})
@@ -52,6 +53,7 @@ def tally(entry: Mapping[str, Any]) -> Tally:
         budget_excused=0
         if (entry.get("budget") or {}).get("blocking")
         else sum(trial["code"] in BUDGET_CODES for trial in trials),
+        missed=any(trial["code"] == REPLAY_MISS for trial in trials),
     )
 
 
@@ -70,7 +72,7 @@ class Tallies:
         self._ids: list[str] = []
         self._categories: list[str] = []
         self._statuses: list[tuple[Status, ...]] = []
-        self._flags = bytearray()  # blocking, violation, unreached: a bit each
+        self._flags = bytearray()  # blocking, violation, unreached, missed: a bit each
         self._latency_ms = array("d")
         self._tokens: dict[int, tuple[int, int]] = {}  # by position: only providers report them
         self._budget: dict[int, tuple[int, int]] = {}  # by position: (over budget, excused), for the few with either
@@ -83,7 +85,7 @@ class Tallies:
         self._ids.append(tally.task_id)
         self._categories.append(tally.category)
         self._statuses.append(_shared(tally.statuses))
-        self._flags.append(tally.blocking | tally.violation << 1 | tally.unreached << 2)
+        self._flags.append(tally.blocking | tally.violation << 1 | tally.unreached << 2 | tally.missed << 3)
         self._latency_ms.append(tally.latency_ms)
 
     def __len__(self) -> int:
@@ -100,6 +102,7 @@ class Tallies:
                 blocking=bool(flags & 1),
                 violation=bool(flags & 2),
                 unreached=bool(flags & 4),
+                missed=bool(flags & 8),
                 tokens=self._tokens.get(index),
                 latency_ms=latency_ms,
                 over_budget=over_budget,
@@ -124,14 +127,15 @@ def decide(
 
     The gate fails when the rate is below it, a blocking task did not pass, a task or the overall pass count regressed
     against the baseline, a cost grew past its limit against it (or cannot be compared with it), nothing reached the
-    agent, a task did not run, or a bug cut the run short: each reason is listed.
+    agent, a replay's cassette held no reply for a request, a task did not run, or a bug cut the run short: each
+    reason is listed.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
     passed = errored = total = 0
     per_category: dict[str, list[int]] = {}
     shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
-    flaky, blocking_failed, violations, tokens = [], [], [], []
+    flaky, blocking_failed, violations, missed, tokens = [], [], [], [], []
     reached, latency_ms, over_budget = 0, 0.0, 0
     for tally in tallies:
         c, n = tally.statuses.count("pass"), len(tally.statuses)
@@ -146,6 +150,8 @@ def decide(
             blocking_failed.append(tally.task_id)
         if tally.violation:
             violations.append(tally.task_id)
+        if tally.missed:
+            missed.append(tally.task_id)
         if tally.tokens is not None:
             tokens.append(tally.tokens)
         reached += not tally.unreached
@@ -163,6 +169,7 @@ def decide(
             code: any(g.figure == figure and g.exceeded for g in growth) for code, (figure, _) in GROWTH_FIGURES.items()
         },
         "unreachable": unreachable,
+        "replay-miss": bool(missed),
         "not-run": not_run > 0 or not total,
         "internal-error": internal_error is not None,
     }
@@ -192,6 +199,7 @@ def decide(
         flaky=tuple(flaky),
         blocking_failed=tuple(blocking_failed),
         violations=tuple(violations),
+        replay_missed=tuple(missed),
         regressed=tuple(regressed),
         internal_error=internal_error,
         tokens=total_tokens(tokens),

@@ -108,6 +108,13 @@ VERDICTS = [
         1,
     ),
     (
+        "a replay's cassette held no reply for one request: above the gate, not met",
+        [tally_of(entry("error", code="replay:miss"))] + [tally("pass")] * 9,
+        {},
+        ("replay-miss",),
+        1,
+    ),
+    (
         "a bug cut it short, even when interrupted too",
         [tally("pass")],
         {"internal_error": "RuntimeError: x", "interrupted": True},
