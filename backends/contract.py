@@ -1,5 +1,5 @@
 """The agent contract: the conversation as a request carries it, and the reply, a JSON object with toolCall/toolCalls,
-refused and text."""
+refused and text, and the tokens the agent spent (usage) when it says."""
 
 from __future__ import annotations
 
@@ -58,7 +58,26 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     says_no_call = ("toolCall" in body and body["toolCall"] is None) or body.get("toolCalls") == []
     if not calls and not refused and blank(text) and not says_no_call:
         raise BackendError("reply:empty", BLANK)
-    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts)
+    usage = _usage(body.get("usage"), hidden)
+    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts, usage=usage)
+
+
+def _usage(usage: Any, hidden: Secrets) -> tuple[int, int] | None:
+    """(input, output) tokens from `{"inputTokens": N, "outputTokens": N}`; None when the agent said nothing of them."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        expected = "an object with inputTokens and outputTokens"
+        raise BackendError("reply:bad-usage", f"usage: expected {expected}, got {_kind(usage, hidden)}")
+    counts = []
+    for key in ("inputTokens", "outputTokens"):
+        value = usage.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise BackendError(
+                "reply:bad-usage", f"usage.{key}: expected a whole number of 0 or more, got {_kind(value, hidden)}"
+            )
+        counts.append(value)
+    return counts[0], counts[1]
 
 
 def _kind(value: Any, hidden: Secrets) -> str:

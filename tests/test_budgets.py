@@ -375,6 +375,30 @@ class Run(TempDirTestCase):
         self.assertIn("**Over budget**: 2 of 10 trials did what their task asks but broke its budget", summary)
         self.assertIn("  - budget: at most 1 call of imageman.asset.get; blocking\n", summary)
 
+    def test_an_http_agent_that_reports_its_tokens_is_held_to_a_token_budget(self) -> None:
+        data = canonical_task_data()
+        data["budget"] = {"maxTokens": 1000}
+        spendthrift = data["tasks"][1]["id"]
+
+        def respond(received: Any, handler: Any) -> None:
+            spent = 990 if received.json["taskId"] == spendthrift else 40
+            send_json(handler, {**CANNED[received.json["prompt"]], "usage": {"inputTokens": spent, "outputTokens": 20}})
+
+        env = clean_env(EVAL_AGENT_URL=self.serve(respond).url())
+        stdout, stderr, code = run_cli("--tasks", self.write_json("t.json", data), env=env, cwd=self.tmp)
+        self.assertIn("budget:tokens: 1,010 tokens, over the budget of 1,000", stdout)
+        doc = self.read_json("eval-results.json")
+        codes = {entry["id"]: entry["code"] for entry in doc["results"]}
+        self.assertEqual(
+            (code, {t: c for t, c in codes.items() if c}, doc["usage"]["inputTokens"]),
+            (0, {spendthrift: "budget:tokens"}, 40 * (len(codes) - 1) + 990),
+            stderr,
+        )
+        self.assertEqual(
+            next(e for e in doc["results"] if e["id"] == spendthrift)["trialResults"][0]["usage"],
+            {"inputTokens": 990, "outputTokens": 20},
+        )
+
     def test_a_dry_run_says_each_tasks_budget(self) -> None:
         stdout, _, code = run_cli("--dry-run", "--tasks", BUDGET_FILE, cwd=self.tmp)
         self.assertEqual(code, 0)

@@ -43,6 +43,12 @@ VALID: list[tuple[str, Any, Reply]] = [
     ("a word that contains undefined is text", {"text": "undefined behaviour"}, Reply(text="undefined behaviour")),
     ("unknown fields are ignored", {"toolCall": None, "traceId": "x"}, Reply()),
     (
+        "the tokens the agent says it spent",
+        {"toolCall": None, "usage": {"inputTokens": 1200, "outputTokens": 34}},
+        Reply(usage=(1200, 34)),
+    ),
+    ("a null usage is no usage", {"text": "Hi", "usage": None}, Reply(text="Hi")),
+    (
         "null optional fields count as absent",
         {"toolCall": GET, "refused": None, "text": None},
         Reply((ToolCall("imageman.asset.get", {"assetId": "a1"}),)),
@@ -81,6 +87,42 @@ INVALID: list[tuple[str, Any, str, str]] = [
         {"toolCalls": None, "refused": None, "text": None},
         "reply:empty",
         BLANK,
+    ),
+    (
+        "usage alone is no reply",
+        {"usage": {"inputTokens": 1, "outputTokens": 1}},
+        "reply:empty",
+        "the reply holds none of toolCall, toolCalls, refused, text",
+    ),
+    (
+        "usage as a number",
+        {"toolCall": None, "usage": 12},
+        "reply:bad-usage",
+        "usage: expected an object with inputTokens and outputTokens, got a number",
+    ),
+    (
+        "usage missing a count",
+        {"toolCall": None, "usage": {"inputTokens": 12}},
+        "reply:bad-usage",
+        "usage.outputTokens: expected a whole number of 0 or more, got null",
+    ),
+    (
+        "usage with a negative count",
+        {"toolCall": None, "usage": {"inputTokens": -1, "outputTokens": 2}},
+        "reply:bad-usage",
+        "usage.inputTokens: expected a whole number of 0 or more, got a number",
+    ),
+    (
+        "usage with a count that is not whole",
+        {"toolCall": None, "usage": {"inputTokens": 1, "outputTokens": 2.5}},
+        "reply:bad-usage",
+        "usage.outputTokens: expected a whole number of 0 or more, got a number",
+    ),
+    (
+        "usage with a boolean count",
+        {"toolCall": None, "usage": {"inputTokens": True, "outputTokens": 2}},
+        "reply:bad-usage",
+        "usage.inputTokens: expected a whole number of 0 or more, got a boolean",
     ),
     (
         "refused as a string",
