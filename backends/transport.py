@@ -141,11 +141,14 @@ class Transport:
         attempt = outcome["attempts"]
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"], attempts=attempt)
+        status = outcome["status"]
+        if "body" in outcome and 200 <= status < 300:
+            return outcome["body"], attempt  # a success's JSON, as decoded when it came: nothing more to check
         raw = json_bytes(outcome["body"]) if "body" in outcome else outcome["text"].encode("utf-8", "surrogateescape")
-        response = Response(outcome["status"], "", "HTTP/1.1", dict(outcome["headers"]), raw)
+        response = Response(status, "", "HTTP/1.1", dict(outcome["headers"]), raw)
         try:
             self._check(response)
-            return (outcome["body"] if "body" in outcome else _decode(response, self.hidden)), attempt
+            return _decode(response, self.hidden), attempt
         except RetryableError as err:  # the last attempt's
             tried = f" ({attempt} attempts)" if attempt > 1 else ""
             raise BackendError(err.code, err.reason + tried, attempts=attempt) from None
