@@ -25,6 +25,9 @@ HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
 DEFAULT_TASKS = os.path.join(HOME, "eval-tasks.json") if os.path.isdir(HOME) else "eval-tasks.json"
 MAX_TEXT_FILE_BYTES = 8 << 20  # a system prompt: 8 MiB is more text than any model's context holds
+# The largest growth limit (a cost 10,001 times the baseline's): one shown to its 10 decimals within Decimal's 28
+# digits, and kept by the results file as a float a baseline reads back.
+MAX_GROWTH = Decimal(1_000_000)
 
 
 def percentage(text: str, where: str) -> Decimal:
@@ -33,18 +36,17 @@ def percentage(text: str, where: str) -> Decimal:
 
 
 def growth_limit(text: str, where: str) -> Decimal:
-    """How much a cost may grow against the baseline, in percent, `20` or `20%`: 0 or more, exact."""
-    return _percent(text, text.strip().removesuffix("%"), where, None)
+    """How much a cost may grow against the baseline, in percent, `20` or `20%`: 0 to MAX_GROWTH, exact."""
+    return _percent(text, text.strip().removesuffix("%"), where, MAX_GROWTH)
 
 
-def _percent(text: str, number: str, where: str, most: Decimal | None) -> Decimal:
+def _percent(text: str, number: str, where: str, most: Decimal) -> Decimal:
     try:
         value = Decimal(number)
     except InvalidOperation:
         value = Decimal("NaN")
-    if not value.is_finite() or value < 0 or (most is not None and value > most):
-        expected = "a percentage from 0 to 100" if most is not None else "a percentage of 0 or more"
-        raise ConfigError(f"{where}: expected {expected}, got {text!r}")
+    if not value.is_finite() or value < 0 or value > most:
+        raise ConfigError(f"{where}: expected a percentage from 0 to {most}, got {text!r}")
     if -value.normalize().as_tuple().exponent > GATE_PLACES:  # type: ignore[operator]
         raise ConfigError(f"{where}: at most {GATE_PLACES} decimals, got {text!r}")
     return value

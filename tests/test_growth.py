@@ -205,18 +205,31 @@ class Limits(TempDirTestCase):
             (
                 ["--baseline", "b.json", "--max-latency-growth", "-5"],
                 {},
-                "--max-latency-growth: expected a percentage of 0 or more, got '-5'",
+                "--max-latency-growth: expected a percentage from 0 to 1000000, got '-5'",
             ),
             (
                 ["--baseline", "b.json", "--max-latency-growth", "lots"],
                 {},
-                "--max-latency-growth: expected a percentage of 0 or more, got 'lots'",
+                "--max-latency-growth: expected a percentage from 0 to 1000000, got 'lots'",
             ),
         ]:
             with self.subTest(argv=argv, env=env):
                 with self.assertRaises(ConfigError) as caught:
                     config(*argv, **env)
                 self.assertEqual(str(caught.exception), message)
+
+    def test_a_growth_limit_too_large_to_show_or_keep_is_a_setting_error(self) -> None:
+        def config(*argv: str) -> Any:
+            return run_config(read_command_line(argv, {}, RUN_SETTINGS, {}, {}))
+
+        self.assertEqual(config("--baseline", "b.json", "--max-token-growth", "1000000").growth_limits["tokens"], 10**6)
+        for limit in ("1e400", "1e28", "1000000.5"):
+            with self.subTest(limit=limit):
+                with self.assertRaises(ConfigError) as caught:
+                    config("--baseline", "b.json", "--max-token-growth", limit)
+                self.assertEqual(
+                    str(caught.exception), f"--max-token-growth: expected a percentage from 0 to 1000000, got {limit!r}"
+                )
 
 
 def one_more_call(received: Any, handler: Any) -> None:
