@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.records import DEFAULT_MAX_REPEATS, Budget
+from harness.results import LARGEST
 from harness.taskfile.context import Context
 from harness.text import kind
 
@@ -29,14 +30,16 @@ def budget_keys(context: Context, value: Any, path: str) -> dict[str, Any] | Non
     if value.get("maxRepeats") is not None and not _whole(value["maxRepeats"], 2):
         context.problem(
             f"{path}.maxRepeats",
-            "expected a whole number of at least 2 (the same call this many times in a row is a loop), or null to"
+            "expected a whole number from 2 to 2^53 (the same call this many times in a row is a loop), or null to"
             f" check no loop, got {_shown(value['maxRepeats'])}",
         )
     if "maxLatencyMs" in value:
         latency = value["maxLatencyMs"]
         number = isinstance(latency, (int, float)) and not isinstance(latency, bool)
-        if not number or not 0 < latency < math.inf:
-            context.problem(f"{path}.maxLatencyMs", f"expected milliseconds, more than 0, got {_shown(latency)}")
+        if not number or not 0 < latency <= LARGEST:
+            context.problem(
+                f"{path}.maxLatencyMs", f"expected milliseconds, more than 0 and at most 2^53, got {_shown(latency)}"
+            )
     if "maxCallsPerTool" in value:
         _per_tool(context, value["maxCallsPerTool"], f"{path}.maxCallsPerTool")
     if "blocking" in value and not isinstance(value["blocking"], bool):
@@ -74,11 +77,12 @@ def _per_tool(context: Context, value: Any, path: str) -> None:
 
 def _count(context: Context, value: Any, path: str) -> None:
     if not _whole(value, 1):
-        context.problem(path, f"expected a whole number of at least 1, got {_shown(value)}")
+        context.problem(path, f"expected a whole number from 1 to 2^53, got {_shown(value)}")
 
 
 def _whole(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    """A whole number from least to what the results file keeps, so that a baseline reads back the budget it wrote."""
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= LARGEST
 
 
 def _shown(value: Any) -> str:
