@@ -11,8 +11,8 @@ from math import comb
 from typing import Any
 
 from harness.costs import OVERALL_FIGURES, TASK_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
-from harness.records import Growth, change_percent, record
-from harness.results import growth_document, rounded_percent
+from harness.records import Figure, Growth, change_percent, record
+from harness.results import as_float, growth_document, rounded_percent
 from harness.text import count, growth_text, millis, percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
@@ -313,7 +313,7 @@ def task_cost_text(then: TaskCost, now: TaskCost) -> str:
     )
 
 
-def task_figures(then: TaskCost, now: TaskCost) -> list[tuple[str, str, float | None, float | None]]:
+def task_figures(then: TaskCost, now: TaskCost) -> list[tuple[str, str, Figure | None, Figure | None]]:
     """A task's cost figures then and now, as reports list them: (what a person calls it, its key, then, now)."""
     return [
         ("tokens", "tokens", then.tokens, now.tokens),
@@ -324,16 +324,16 @@ def task_figures(then: TaskCost, now: TaskCost) -> list[tuple[str, str, float | 
     ]
 
 
-def cost_figure(key: str, value: float | None) -> str:
+def cost_figure(key: str, value: Figure | None) -> str:
     """A cost figure as reports show it: `not recorded`, `1234`, `1.5`, `12ms`."""
     if value is None:
         return "not recorded"
     if key.startswith("latency"):
-        return millis(value)
-    return f"{value:.1f}".removesuffix(".0")
+        return millis(float(value))
+    return f"{float(value):.1f}".removesuffix(".0")
 
 
-def cost_change(then: float | None, now: float | None) -> str:
+def cost_change(then: Figure | None, now: Figure | None) -> str:
     """`+21.5%`, `no change`, `from 0`, `-`: a cost figure's change, as reports show it."""
     grew = change_percent(then, now)
     if grew is not None:
@@ -401,8 +401,8 @@ def cost_document(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def _figure(then: float | None, now: float | None) -> dict[str, Any]:
-    return {"then": then, "now": now, "percent": rounded_percent(change_percent(then, now))}
+def _figure(then: Figure | None, now: Figure | None) -> dict[str, Any]:
+    return {"then": as_float(then), "now": as_float(now), "percent": rounded_percent(change_percent(then, now))}
 
 
 def _verdict(entry: Mapping[str, Any]) -> str:

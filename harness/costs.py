@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from fractions import Fraction
 from math import ceil
 from typing import Any
 
-from harness.records import ConfigError, Growth, record
+from harness.records import ConfigError, Figure, Growth, record
 from harness.text import GROWTH_FIGURES
 
 # The figures compared overall, in the order reports show them: the key in the results file -> what a person calls it.
@@ -35,9 +36,10 @@ TASK_FIGURES = {
 class TaskCost:
     """What one task cost a trial, a mean over its trials, and each trial's latency (sorted) for its median and p95."""
 
-    tokens: float | None  # input + output, over the trials that reported usage; None when none did
-    tool_calls: float
-    steps: float
+    # Exact, so that a growth of exactly a limit is not over it: 4 calls in 5 trials against 2 in 3 is +20%.
+    tokens: Fraction | None  # input + output, over the trials that reported usage; None when none did
+    tool_calls: Fraction
+    steps: Fraction
     latencies_ms: tuple[float, ...]
 
     @property
@@ -58,7 +60,7 @@ class CostComparison:
     """The cost of the tasks both runs measured alike: each task's then and now, and each overall figure's."""
 
     tasks: list[tuple[str, TaskCost, TaskCost]]  # id, then, now
-    overall: dict[str, tuple[float | None, float | None]]  # OVERALL_FIGURES key -> then, now (None: not recorded)
+    overall: dict[str, tuple[Figure | None, Figure | None]]  # OVERALL_FIGURES key -> then, now (None: not recorded)
     token_tasks: int  # of those tasks, how many recorded tokens in both runs: the token totals are over these
 
 
@@ -66,9 +68,9 @@ def task_cost(trials: Sequence[Mapping[str, Any]]) -> TaskCost:
     """A task's cost per trial, from its trials as the results file keeps them."""
     used = [trial["usage"]["inputTokens"] + trial["usage"]["outputTokens"] for trial in trials if trial["usage"]]
     return TaskCost(
-        tokens=sum(used) / len(used) if used else None,
-        tool_calls=sum(len(trial["toolCalls"]) for trial in trials) / len(trials),
-        steps=sum(trial.get("steps", 1) for trial in trials) / len(trials),
+        tokens=Fraction(sum(used), len(used)) if used else None,
+        tool_calls=Fraction(sum(len(trial["toolCalls"]) for trial in trials), len(trials)),
+        steps=Fraction(sum(trial.get("steps", 1) for trial in trials), len(trials)),
         latencies_ms=tuple(sorted(trial["durationMs"] for trial in trials)),
     )
 
@@ -97,7 +99,7 @@ def compare_costs(pairs: Iterable[tuple[str, TaskCost, TaskCost]]) -> CostCompar
     tasks' means per trial (so that runs of different --runs compare), latency's median and p95 over every trial."""
     tasks = list(pairs)
     both = [(then, now) for _, then, now in tasks if then.tokens is not None and now.tokens is not None]
-    overall: dict[str, tuple[float | None, float | None]] = {
+    overall: dict[str, tuple[Figure | None, Figure | None]] = {
         "tokens": _tokens(tasks, both),
         "toolCalls": _sums(tasks, lambda cost: cost.tool_calls),
         "steps": _sums(tasks, lambda cost: cost.steps),
@@ -112,7 +114,7 @@ def compare_costs(pairs: Iterable[tuple[str, TaskCost, TaskCost]]) -> CostCompar
     return CostComparison(tasks, overall, len(both))
 
 
-def _sums(tasks: Sequence[tuple[str, TaskCost, TaskCost]], of: Any) -> tuple[float | None, float | None]:
+def _sums(tasks: Sequence[tuple[str, TaskCost, TaskCost]], of: Any) -> tuple[Figure | None, Figure | None]:
     if not tasks:
         return None, None
     return sum(of(then) for _, then, _ in tasks), sum(of(now) for *_, now in tasks)
@@ -120,7 +122,7 @@ def _sums(tasks: Sequence[tuple[str, TaskCost, TaskCost]], of: Any) -> tuple[flo
 
 def _tokens(
     tasks: Sequence[tuple[str, TaskCost, TaskCost]], both: Sequence[tuple[TaskCost, TaskCost]]
-) -> tuple[float | None, float | None]:
+) -> tuple[Figure | None, Figure | None]:
     """Tokens then and now over the tasks that recorded them in both runs; with none such, each run's own (or None)."""
     if both:
         return sum(then.tokens or 0 for then, _ in both), sum(now.tokens or 0 for _, now in both)

@@ -625,7 +625,11 @@ class CategoryCount:
     total: int
 
 
-def change_percent(then: float | None, now: float | None) -> Fraction | None:
+# A cost figure: a count's mean per trial exactly (tokens, tool calls, steps), milliseconds as measured (latency).
+Figure = Fraction | float
+
+
+def change_percent(then: Figure | None, now: Figure | None) -> Fraction | None:
     """How much a figure changed from then to now, in percent, exactly; None when either is not recorded, or from 0."""
     if then is None or now is None or (then == 0 and now != 0):
         return None
@@ -637,8 +641,8 @@ class Growth:
     """A cost figure of the tasks both runs measured alike, then and now (None: not recorded), and its growth limit."""
 
     figure: str  # tokens, toolCalls or latencyMs: as the results file names it
-    then: float | None
-    now: float | None
+    then: Figure | None
+    now: Figure | None
     limit: Decimal | None  # in percent; None when no limit is set
     tasks: int  # how many tasks the figures are summed over
 

@@ -17,6 +17,7 @@ from harness.files import read_capped
 from harness.records import (
     ConfigError,
     EndState,
+    Figure,
     Growth,
     Result,
     ResultSource,
@@ -415,8 +416,8 @@ def growth_document(growth: Iterable[Growth]) -> dict[str, Any]:
     """Each figure a growth limit applies to, against the baseline, as the results file and `compare --out` keep it."""
     return {
         g.figure: {
-            "then": g.then,
-            "now": g.now,
+            "then": as_float(g.then),
+            "now": as_float(g.now),
             "percent": rounded_percent(g.percent),
             "limit": None if g.limit is None else float(g.limit),
             "exceeded": g.exceeded,
@@ -424,6 +425,11 @@ def growth_document(growth: Iterable[Growth]) -> dict[str, Any]:
         }
         for g in growth
     }
+
+
+def as_float(figure: Figure | None) -> float | None:
+    """A cost figure as the files keep it."""
+    return None if figure is None else float(figure)
 
 
 def rounded_percent(value: Fraction | None) -> float | None:

@@ -291,7 +291,7 @@ def growth_reason(growth: Growth) -> str:
     if grew is not None:
         return f"{label} {growth_text(grew, growth.limit)} against the baseline {limit}"
     if growth.then == 0 and growth.now:
-        return f"{label} from 0 to {growth.now:g} against the baseline {limit}"
+        return f"{label} from 0 to {float(growth.now):g} against the baseline {limit}"
     missing = (
         "the baseline recorded none"
         if growth.then is None and growth.now is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from harness.comparison import compare, comparison_document, render
@@ -58,9 +59,9 @@ class Figures(TempDirTestCase):
         trials = [trial((100, 20), 1, 1, 10.0), trial(None, 3, 2, 30.0), trial((60, 20), 2, 3, 20.0)]
         trials += [trial((100, 20), 2, 2, ms) for ms in (40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)]
         cost = task_cost(trials)
-        # Tokens over the trials that reported usage (9 of 10): (8 × 120 + 80) / 9.
+        # Tokens over the trials that reported usage (9 of 10): (8 × 120 + 80) / 9, exactly.
         self.assertEqual(
-            (cost.tokens, cost.tool_calls, cost.steps), ((8 * 120 + 80) / 9, (1 + 3 + 2 + 2 * 7) / 10, 20 / 10)
+            (cost.tokens, cost.tool_calls, cost.steps), (Fraction(8 * 120 + 80, 9), (1 + 3 + 2 + 2 * 7) / 10, 20 / 10)
         )
         self.assertEqual((cost.latency_ms, cost.latency_median_ms, cost.latency_p95_ms), (55.0, 55.0, 100.0))
         self.assertIsNone(task_cost([trial(None), trial(None)]).tokens, "not recorded, never 0")
@@ -171,6 +172,15 @@ class Limits(TempDirTestCase):
                 self.assertEqual(summary.exit_code, 1 if exceeded else 0)
                 if reason is not None:
                     self.assertIn(f"gate not met: {reason}", headline(summary))
+
+    def test_a_cost_that_grew_by_exactly_the_limit_passes_it_whatever_the_numbers_of_trials(self) -> None:
+        # 2 calls in 3 trials then, 4 in 5 now: exactly +20% a trial, which floats made 20.000000000000014%.
+        then = run_of(entry("a", *(trial(calls=calls, steps=calls) for calls in (1, 1, 0))))
+        now = run_of(entry("a", *(trial(calls=calls, steps=calls) for calls in (1, 1, 1, 1, 0))))
+        tool_calls = next(g for g in compare(then, now, {"toolCalls": Decimal(20)}).growth if g.figure == "toolCalls")
+        self.assertEqual((tool_calls.percent, tool_calls.exceeded), (20, False))
+        grown = next(g for g in compare(then, now, {"toolCalls": Decimal("19.9999")}).growth if g.figure == "toolCalls")
+        self.assertTrue(grown.exceeded)
 
     def test_a_figure_without_a_limit_never_fails_the_gate(self) -> None:
         growth = Growth(figure="tokens", then=None, now=5.0, limit=None, tasks=1)
