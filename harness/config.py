@@ -19,15 +19,13 @@ from harness.records import ConfigError, GateOn, Outputs, field, record
 from harness.reporters import HTML, JUNIT, RESULTS, STEP_SUMMARY, SUMMARY_MD, Input, outputs
 from harness.settings import Setting, Sources, add_settings, choice, environment_only, number
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
+from harness.text import MAX_GROWTH
 from harness.verdict import EXIT_CODES, GATE_PLACES
 
 HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
 DEFAULT_TASKS = os.path.join(HOME, "eval-tasks.json") if os.path.isdir(HOME) else "eval-tasks.json"
 MAX_TEXT_FILE_BYTES = 8 << 20  # a system prompt: 8 MiB is more text than any model's context holds
-# The largest growth limit (a cost 10,001 times the baseline's): one shown to its 10 decimals within Decimal's 28
-# digits, and kept by the results file as a float a baseline reads back.
-MAX_GROWTH = Decimal(1_000_000)
 
 
 def percentage(text: str, where: str) -> Decimal:

@@ -27,7 +27,7 @@ from harness.records import (
     ToolResult,
     Turn,
 )
-from harness.text import count, expected_text, kind, sha256_hex
+from harness.text import MAX_GROWTH, count, expected_text, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
@@ -123,6 +123,7 @@ WHOLE = _is("a whole number", _whole, " up to 2^53")
 COUNT = _is("a whole number", lambda value: _whole(value, 1), " from 1 to 2^53")
 NUMBER = _is("a number", _number, " from -2^53 to 2^53")
 PERCENT = _is("a percentage from 0 to 100", _percentage)
+GROWTH_LIMIT = _is(f"a percentage from 0 to {MAX_GROWTH}", lambda value: _number(value) and 0 <= value <= MAX_GROWTH)
 OBJECT = _is("an object", lambda value: isinstance(value, dict))
 ANY = _is("any JSON value", lambda value: True)
 STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "error"))
@@ -241,7 +242,7 @@ DOCUMENT = {
                 "then": Maybe(NUMBER),
                 "now": Maybe(NUMBER),
                 "percent": Maybe(NUMBER),
-                "limit": Maybe(NUMBER),
+                "limit": Maybe(GROWTH_LIMIT),
                 "exceeded": FLAG,
                 "tasks": WHOLE,
             },

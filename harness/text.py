@@ -30,6 +30,9 @@ ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.d
 JSON_DEPTH = 100
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 GROWTH_PLACES = 10  # the most decimals a growth limit may have, as a gate
+# The largest growth limit (a cost 10,001 times the baseline's): one shown to its 10 decimals within Decimal's 28
+# digits, and kept by the results file as a float a baseline reads back.
+MAX_GROWTH = Decimal(1_000_000)
 # The figures a growth limit applies to: the gate's reason when one grew past it, the key in the results file, and
 # what a person calls it.
 GROWTH_FIGURES = {"token-growth": ("tokens", "tokens"), "tool-call-growth": ("toolCalls", "tool calls"),

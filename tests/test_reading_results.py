@@ -51,6 +51,11 @@ MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
     (("flaky",), [1], "flaky[0]: expected a string, got 1"),
     (("violations",), 1, "violations: expected a list, got a number"),
     (("usage",), 1, "usage: expected an object, got a number"),
+    (
+        ("growth",),
+        {"toolCalls": {"then": 6.0, "now": 6.0, "percent": 0.0, "limit": -5, "exceeded": True, "tasks": 8}},
+        "growth.toolCalls.limit: expected a percentage from 0 to 1000000, got -5",
+    ),
     (("byCategory", "asset.search"), 1, "byCategory.asset.search: expected an object, got a number"),
     (
         ("byCategory", "asset.search", "passed"),
