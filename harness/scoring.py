@@ -25,7 +25,7 @@ from harness.records import (
     replace,
 )
 from harness.schema import check, json_equal, loose
-from harness.text import call_text, canonical_json, clip, count
+from harness.text import call_text, canonical_json, clip, count, milliseconds
 
 PASS = Outcome("pass")
 SHOWN = 200  # characters of each value a state:mismatch reason shows
@@ -76,9 +76,12 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
             )
         if sum(reply.usage) > budget.max_tokens:
             return Outcome("fail", "budget:tokens", _over(sum(reply.usage), "token", budget.max_tokens))
-    if budget.max_latency_ms is not None and duration_ms > budget.max_latency_ms:
+    measured = round(duration_ms, 1)  # the trial's durationMs, as the results keep it
+    if budget.max_latency_ms is not None and measured > budget.max_latency_ms:
         return Outcome(
-            "fail", "budget:latency", f"{duration_ms:,.0f} ms, over the budget of {budget.max_latency_ms:,g} ms"
+            "fail",
+            "budget:latency",
+            f"{milliseconds(measured)} ms, over the budget of {milliseconds(budget.max_latency_ms)} ms",
         )
     return outcome
 

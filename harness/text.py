@@ -82,7 +82,7 @@ def budget_text(budget: Mapping[str, Any]) -> str:
     limits = [f"{budget['maxTokens']:,} tokens"] if "maxTokens" in budget else []
     limits += [count(budget["maxToolCalls"], "tool call")] if "maxToolCalls" in budget else []
     limits += [f"{count(n, 'call')} of {tool}" for tool, n in budget.get("maxCallsPerTool", {}).items()]
-    limits += [f"{budget['maxLatencyMs']:,g} ms"] if "maxLatencyMs" in budget else []
+    limits += [f"{milliseconds(budget['maxLatencyMs'])} ms"] if "maxLatencyMs" in budget else []
     said = [f"at most {', '.join(limits)}"] if limits else []
     if "maxRepeats" in budget:
         repeats = budget["maxRepeats"]
@@ -318,6 +318,11 @@ def growth_text(grew: Fraction, limit: Decimal | None = None) -> str:
 def count(n: int, noun: str) -> str:
     """`1 error`, `3 errors`."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def milliseconds(ms: float) -> str:
+    """`1,234,567`, `2,500.5`: milliseconds as written, whole, where `,g` made 1.23457e+06 of them."""
+    return f"{ms:,}".removesuffix(".0")
 
 
 def millis(ms: float) -> str:

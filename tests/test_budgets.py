@@ -28,6 +28,7 @@ from harness.results import load_results, task_entry
 from harness.running import run_task
 from harness.scoring import score_budget
 from harness.taskfile import load_task_file
+from harness.text import budget_text
 from harness.verdict import Tallies, decide, tally
 from tests import test_html_report as html_report
 from tests.support import (
@@ -151,7 +152,28 @@ CASES: list[tuple[str, Budget | None, Reply, float, Outcome]] = [
         Budget(max_latency_ms=2000),
         Reply((A1,)),
         2345.4,
-        Outcome("fail", "budget:latency", "2,345 ms, over the budget of 2,000 ms"),
+        Outcome("fail", "budget:latency", "2,345.4 ms, over the budget of 2,000 ms"),
+    ),
+    (
+        "maxLatencyMs: a trial whose durationMs (to 0.1 ms) is the budget passes",
+        Budget(max_latency_ms=1000),
+        Reply((A1,)),
+        1000.04,
+        PASS,
+    ),
+    (
+        "maxLatencyMs: a million ms and more said whole",
+        Budget(max_latency_ms=1234567),
+        Reply((A1,)),
+        1234567.8,
+        Outcome("fail", "budget:latency", "1,234,567.8 ms, over the budget of 1,234,567 ms"),
+    ),
+    (
+        "maxLatencyMs: under a millisecond",
+        Budget(max_latency_ms=0.5),
+        Reply((A1,)),
+        0.64,
+        Outcome("fail", "budget:latency", "0.6 ms, over the budget of 0.5 ms"),
     ),
 ]
 
@@ -161,6 +183,10 @@ class Scoring(unittest.TestCase):
         for name, budget, reply, duration_ms, expected in CASES:
             with self.subTest(name):
                 self.assertEqual(score_budget(task(budget), PASS, reply, duration_ms), expected)
+
+    def test_a_latency_budget_is_said_as_written(self) -> None:
+        self.assertEqual(budget_text({"maxLatencyMs": 1234567, "blocking": False}), "at most 1,234,567 ms")
+        self.assertEqual(budget_text({"maxLatencyMs": 2500.5, "blocking": False}), "at most 2,500.5 ms")
 
     def test_a_trial_that_failed_or_erred_keeps_its_own_verdict(self) -> None:
         budget = Budget(max_tool_calls=1, max_tokens=1, max_latency_ms=1)
