@@ -25,7 +25,7 @@ from harness.records import (
     replace,
 )
 from harness.schema import check, json_equal, loose
-from harness.text import call_text, canonical_json, clip, count, milliseconds
+from harness.text import call_text, clip, count, milliseconds
 
 PASS = Outcome("pass")
 SHOWN = 200  # characters of each value a state:mismatch reason shows
@@ -91,13 +91,18 @@ def _loop(calls: Sequence[ToolCall], repeats: int) -> str | None:
     times in a row within one turn (across its steps), the same tool with the same arguments; None when none was."""
     run, last = 0, None
     for call in calls:
-        same = (call.turn, call.name, canonical_json(call.args), call.args_error)
-        run = run + 1 if same == last else 1
-        last = same
+        run = run + 1 if last is not None and _same_call(call, last) else 1
+        last = call
         if run == repeats:
             made = clip(call_text(call.name, call.args, values=True), SHOWN)
             return f"{made} {repeats} times in a row in turn {call.turn} (maxRepeats {repeats})"
     return None
+
+
+def _same_call(call: ToolCall, other: ToolCall) -> bool:
+    """The same tool in the same turn, with arguments equal as JSON (1 and 1.0 alike, keys in any order)."""
+    same = (call.turn, call.name, call.args_error) == (other.turn, other.name, other.args_error)
+    return same and json_equal(call.args, other.args)
 
 
 def _over(measured: int, unit: str, limit: int) -> str:

@@ -75,6 +75,18 @@ CASES: list[tuple[str, Budget | None, Reply, float, Outcome]] = [
     ("loop: the same tool with other arguments is no loop", None, Reply((A1, A2, A1, A2, A1)), 5, PASS),
     ("loop: another call between breaks the row", None, Reply((A1, A1, SEARCH, A1)), 5, PASS),
     (
+        "loop: arguments equal as JSON (25 and 25.0, keys in another order) are the same call",
+        None,
+        Reply((call(assetId="a1", limit=25), call(limit=25.0, assetId="a1"), call(assetId="a1", limit=25))),
+        5,
+        Outcome(
+            "fail",
+            "conversation:loop",
+            'imageman.asset.get({"assetId": "a1", "limit": 25}) 3 times in a row in turn 1 (maxRepeats 3)',
+        ),
+    ),
+    ("loop: true is not 1", None, Reply((call(x=True), call(x=1), call(x=True))), 5, PASS),
+    (
         "loop: the same call across a turn's steps and its parallel calls",
         None,
         Reply((A1, call(assetId="a1", turn=2), call(assetId="a1", turn=2), call(assetId="a1", turn=2))),
