@@ -285,9 +285,7 @@ def cost_lines(comparison: Comparison) -> list[str]:
     lines = [f"{'cost':<20} {'then':>12} {'now':>12}  change ({basis})"]
     for key, label in OVERALL_FIGURES.items():
         then, now = costs.overall[key]
-        change = cost_change(then, now)
-        if key == "tokens" and costs.token_tasks < len(costs.tasks) and costs.token_tasks:
-            change += f" (over the {count(costs.token_tasks, 'task')} that recorded tokens in both)"
+        change = overall_change(costs, key)
         growth = limits.get(key)
         if growth is not None and growth.limit is not None:
             change += f" (limit {percent(growth.limit, 10)}%{': exceeded' if growth.exceeded else ''})"
@@ -297,6 +295,17 @@ def cost_lines(comparison: Comparison) -> list[str]:
     if len(costs.tasks) > COST_TASKS_LISTED:
         lines.append(f"  … and {count(len(costs.tasks) - COST_TASKS_LISTED, 'task')} more")
     return lines
+
+
+def overall_change(costs: CostComparison, key: str) -> str:
+    """An overall figure's change as reports show it, the tokens' saying over which tasks when not over all: none
+    when no task recorded them in both runs, whose totals are then each run's own, of other tasks."""
+    then, now = costs.overall[key]
+    if key != "tokens" or costs.token_tasks == len(costs.tasks):
+        return cost_change(then, now)
+    if not costs.token_tasks:
+        return "-" if then is None or now is None else "- (no task recorded them in both runs)"
+    return f"{cost_change(then, now)} (over the {count(costs.token_tasks, 'task')} that recorded tokens in both)"
 
 
 def task_cost_text(then: TaskCost, now: TaskCost) -> str:
@@ -386,10 +395,13 @@ def comparison_document(
 def cost_document(comparison: Comparison) -> dict[str, Any]:
     """The cost of the tasks measured alike, then and now, overall and per task, as `compare --out` writes it."""
     costs = comparison.costs
+    overall = {key: _figure(*costs.overall[key]) for key in OVERALL_FIGURES}
+    if not costs.token_tasks:  # each run's own tokens, if any, of other tasks: no change between them
+        overall["tokens"]["percent"] = None
     return {
         "tasks": len(costs.tasks),
         "tokenTasks": costs.token_tasks,
-        "overall": {key: _figure(*costs.overall[key]) for key in OVERALL_FIGURES},
+        "overall": overall,
         "growth": growth_document(comparison.growth),
         "byTask": [
             {

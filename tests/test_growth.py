@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import io
 import os
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import eval_agent
 from harness.comparison import compare, comparison_document, render
 from harness.config import RUN_SETTINGS, read_command_line, run_config
 from harness.costs import task_cost
@@ -127,6 +131,37 @@ class Figures(TempDirTestCase):
         self.assertEqual(
             cost["growth"]["tokens"],
             {"then": 150.0, "now": 225.0, "percent": 50.0, "limit": None, "exceeded": False, "tasks": 2},
+        )
+
+    def test_tokens_no_task_recorded_in_both_runs_show_no_change_between_them(self) -> None:
+        then = run_of(entry("a", trial((100, 0))), entry("b", trial()))
+        now = run_of(entry("a", trial()), entry("b", trial((180, 0))))
+        comparison = compare(then, now)
+        self.assertIn(
+            "tokens                        100          180  - (no task recorded them in both runs)",
+            render(comparison, "a", "b"),
+        )
+        ids = {"runId": "r", "fingerprint": "f"}
+        document = comparison_document(comparison, "a", "b", ids, ids)
+        self.assertEqual(document["cost"]["overall"]["tokens"], {"then": 100.0, "now": 180.0, "percent": None})
+
+    def test_the_page_says_over_which_tasks_it_sums_the_tokens(self) -> None:
+        run_cli("--out", "r.json", cwd=self.tmp)
+        document = self.read_json("r.json")
+        then, now = copy.deepcopy(document), copy.deepcopy(document)
+        then["results"][0]["trialResults"][0]["usage"] = {"inputTokens": 100, "outputTokens": 0}
+        then["results"][1]["trialResults"][0]["usage"] = {"inputTokens": 100, "outputTokens": 0}
+        now["results"][0]["trialResults"][0]["usage"] = {"inputTokens": 150, "outputTokens": 0}
+        argv = ["report", self.write_json("now.json", now), "--baseline", self.write_json("then.json", then)]
+        page_path = os.path.join(self.tmp, "p.html")
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(eval_agent.main([*argv, "-o", page_path]), 0)
+        with open(page_path, encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn(
+            '<tr><td>tokens</td><td class="n">100</td><td class="n">150</td>'
+            "<td>+50% (over the 1 task that recorded tokens in both)</td></tr>",
+            page,
         )
 
     def test_tokens_are_not_recorded_when_neither_run_recorded_any(self) -> None:

@@ -128,7 +128,7 @@ def job_summary(
 def _costs(page: _Page, comparison: Comparison) -> None:
     """The cost of the tasks both runs measured alike, then and now: overall, with the growth limits, then per task
     (latency its median), as many tasks as fit of the first COST_TASKS_LISTED."""
-    from harness.comparison import COST_TASKS_LISTED, cost_change, cost_figure, task_figures
+    from harness.comparison import COST_TASKS_LISTED, cost_change, cost_figure, overall_change, task_figures
     from harness.costs import OVERALL_FIGURES
 
     costs = comparison.costs
@@ -149,7 +149,7 @@ def _costs(page: _Page, comparison: Comparison) -> None:
         limit, exceeded = limits.get(key, (None, False))
         bound = f" (limit {percent(limit, 10)}%{': **exceeded**' if exceeded else ''})" if limit is not None else ""
         page.add(
-            [f"| {label} | {cost_figure(key, then)} | {cost_figure(key, now)} | {cost_change(then, now)}{bound} |"]
+            [f"| {label} | {cost_figure(key, then)} | {cost_figure(key, now)} | {overall_change(costs, key)}{bound} |"]
         )
     page.add(["", "| task | tokens | tool calls | steps | latency (median) |", "|---|---|---|---|---|"])
     for task_id, then_cost, now_cost in costs.tasks[:COST_TASKS_LISTED]:

@@ -203,7 +203,7 @@ def _changes(comparison: Comparison, baseline_name: str) -> Iterator[str]:
 
 def _costs(comparison: Comparison) -> Iterator[str]:
     """The cost of the tasks both runs measured alike, then and now: overall with the growth limits, then every task."""
-    from harness.comparison import cost_change, cost_figure, task_figures
+    from harness.comparison import cost_change, cost_figure, overall_change, task_figures
     from harness.costs import OVERALL_FIGURES
 
     costs = comparison.costs
@@ -220,7 +220,7 @@ def _costs(comparison: Comparison) -> Iterator[str]:
         bound = f" (limit {percent(limit, 10)}%{': exceeded' if exceeded else ''})" if limit is not None else ""
         yield (
             f'<tr><td>{_e(label)}</td><td class="n">{_e(cost_figure(key, then))}</td>'
-            f'<td class="n">{_e(cost_figure(key, now))}</td><td>{_e(cost_change(then, now) + bound)}</td></tr>'
+            f'<td class="n">{_e(cost_figure(key, now))}</td><td>{_e(overall_change(costs, key) + bound)}</td></tr>'
         )
     yield (
         '</tbody></table><table id="task-costs"><thead><tr><th>task</th><th>tokens</th><th>tool calls</th>'
