@@ -36,15 +36,17 @@ TASK_FIGURES = {
 class TaskCost:
     """What one task cost a trial, a mean over its trials, and each trial's latency (sorted) for its median and p95."""
 
-    # Exact, so that a growth of exactly a limit is not over it: 4 calls in 5 trials against 2 in 3 is +20%.
+    # Exact, as latency_ms is, so that a growth of exactly a limit is not over it: 4 calls in 5 trials against 2 in 3
+    # is +20%.
     tokens: Fraction | None  # input + output, over the trials that reported usage; None when none did
     tool_calls: Fraction
     steps: Fraction
     latencies_ms: tuple[float, ...]
 
     @property
-    def latency_ms(self) -> float:
-        return sum(self.latencies_ms) / len(self.latencies_ms)
+    def latency_ms(self) -> Fraction:
+        """The mean, exactly, of each trial's durationMs as the results keep it (1.8 is 9/5, not the float's)."""
+        return sum((Fraction(repr(ms)) for ms in self.latencies_ms), Fraction(0)) / len(self.latencies_ms)
 
     @property
     def latency_median_ms(self) -> float:

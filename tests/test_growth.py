@@ -216,6 +216,10 @@ class Limits(TempDirTestCase):
         self.assertEqual((tool_calls.percent, tool_calls.exceeded), (20, False))
         grown = next(g for g in compare(then, now, {"toolCalls": Decimal("19.9999")}).growth if g.figure == "toolCalls")
         self.assertTrue(grown.exceeded)
+        # Latency as the results keep it: 1.5 ms then, 1.8 now is +20%, which floats made 20.000000000000004%.
+        then, now = run_of(entry("a", trial(ms=1.5))), run_of(entry("a", trial(ms=1.8)))
+        latency = next(g for g in compare(then, now, {"latencyMs": Decimal(20)}).growth if g.figure == "latencyMs")
+        self.assertEqual((latency.percent, latency.exceeded), (20, False))
 
     def test_a_figure_without_a_limit_never_fails_the_gate(self) -> None:
         growth = Growth(figure="tokens", then=None, now=5.0, limit=None, tasks=1)
