@@ -103,9 +103,6 @@ class Tape:
             self.sha256 = sha256_hex(raw)
             for entry in _entries(replay, raw, backend):
                 self.entries[_where(entry)] = entry
-        self.by_key: dict[str, list[dict[str, Any]]] = {}
-        for entry in self.entries.values():
-            self.by_key.setdefault(entry["key"], []).append(entry)
         labels = list(restore.named.values())
         self.restore = {MARKER.format(name): value for value, name in restore.named.items() if labels.count(name) == 1}
         self.latency: dict[tuple[str, int], float] = {}
@@ -143,7 +140,7 @@ class Tape:
                 self._spent(place, entry.get("latencyMs", 0.0))
                 return self._restored(entry["reply"])
             if not self.record_missing:
-                raise BackendError(MISS, self._miss(shown, place), attempts=0)
+                raise BackendError(MISS, self._miss(key, shown, place), attempts=0)
         started = time.perf_counter()
         reply = send()
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
@@ -174,16 +171,25 @@ class Tape:
             self.latency[place.task, place.trial] = self.latency.get((place.task, place.trial), 0.0) + ms
 
     def _find(self, key: str, place: Place) -> dict[str, Any] | None:
-        """The entry recorded for this key: of this task, preferring this trial, then this very turn and step."""
-        ours = [entry for entry in self.by_key.get(key, ()) if entry["task"] == place.task]
-        return min(ours, key=lambda entry: (entry["trial"] != place.trial, *_distance(entry, place)), default=None)
+        """The entry recorded at this very place (task, trial, turn, step) for this key: a live agent may answer the
+        same request in another trial, or in a later turn, otherwise."""
+        entry = self.entries.get((place.task, place.trial, place.turn, place.step))
+        return entry if entry is not None and entry["key"] == key else None
 
-    def _miss(self, shown: Mapping[str, Any], place: Place) -> str:
-        """Why a request has no recorded reply: what changed against the nearest request of its task."""
+    def _miss(self, key: str, shown: Mapping[str, Any], place: Place) -> str:
+        """Why a request has no recorded reply: where else it was recorded, or what changed against the nearest
+        request of its task."""
         where = f"no recorded reply for task {place.task}, turn {place.turn}, step {place.step}"
         ours = [entry for entry in self.entries.values() if entry["task"] == place.task]
         if not ours:
             return f"{where}: no recorded request for this task"
+        elsewhere = [entry for entry in ours if entry["key"] == key]
+        if elsewhere:
+            then = min(elsewhere, key=lambda entry: _distance(entry, place))
+            return (
+                f"{where}: trial {place.trial}'s request was recorded in trial {then['trial']}, turn {then['turn']}, "
+                f"step {then['step']} only"
+            )
         nearest = min(ours, key=lambda entry: _distance(entry, place))
         changed = _first_difference(shown, nearest["request"]) or "its key"  # a recorded key its request does not make
         return f"{where}: {changed} differs from the recorded request (turn {nearest['turn']}, step {nearest['step']})"

@@ -286,6 +286,42 @@ class MissReasons(TempDirTestCase):
             ("replay:miss", "no recorded reply for task t, turn 1, step 1: no recorded request for this task"),
         )
 
+    def test_a_request_is_answered_only_at_the_trial_turn_and_step_it_was_recorded_at(self) -> None:
+        recorded: list[dict[str, Any]] = [
+            {"task": "t", "trial": 1, "turn": 1, "step": 1, "key": "", "request": {"body": {"prompt": "yes"}}},
+            {"task": "t", "trial": 1, "turn": 2, "step": 1, "key": "", "request": {"body": {"prompt": "no"}}},
+        ]
+        for entry in recorded:
+            entry.update(key=self.key_of(entry["request"]), reply={"said": entry["request"]["body"]["prompt"]})
+        tape = self.tape(recorded)
+        at(Place("t", 1, 2, 1))
+        self.assertEqual(tape.exchange({"body": {"prompt": "no"}}, lambda: {}, Secrets({}), False), {"said": "no"})
+        # A live agent may answer another trial, or the same words in a later turn, otherwise: never a stale reply.
+        for place, why in (
+            (Place("t", 2, 1, 1), "recorded in trial 1, turn 1, step 1 only"),
+            (Place("t", 1, 3, 1), "recorded in trial 1, turn 1, step 1 only"),
+            (Place("t", 1, 1, 2), "recorded in trial 1, turn 1, step 1 only"),
+        ):
+            with self.subTest(place=place):
+                at(place)
+                with self.assertRaises(BackendError) as caught:
+                    tape.exchange({"body": {"prompt": "yes"}}, lambda: {}, Secrets({}), False)
+                self.assertEqual(
+                    (caught.exception.code, caught.exception.reason),
+                    (
+                        "replay:miss",
+                        f"no recorded reply for task t, turn {place.turn}, step {place.step}: "
+                        f"trial {place.trial}'s request was {why}",
+                    ),
+                )
+
+    def key_of(self, request: Mapping[str, Any]) -> str:
+        """The key a stub's tape gives this request."""
+        tape = Tape("stub", ["t"], record=os.path.join(self.tmp, "keys.jsonl"))
+        at(Place("t", 1, 1, 1))
+        tape.exchange(request, lambda: {}, Secrets({}), False)
+        return str(next(iter(tape.entries.values()))["key"])
+
     def test_a_later_step_is_compared_with_the_same_step_recorded(self) -> None:
         recorded = [
             {"task": "t", "trial": 1, "turn": 1, "step": step, "key": "0" * 64, "request": request, "reply": {}}
