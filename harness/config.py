@@ -16,7 +16,17 @@ from harness import __commit__, __version__
 from harness.endpoints import headers
 from harness.files import read_capped
 from harness.records import ConfigError, GateOn, Outputs, field, record
-from harness.reporters import HTML, JUNIT, RESULTS, STEP_SUMMARY, SUMMARY_MD, Input, outputs
+from harness.reporters import (
+    HTML,
+    JUNIT,
+    REPORT_SETTINGS,
+    RESULTS,
+    STEP_SUMMARY,
+    SUMMARY_MD,
+    Input,
+    check_outputs,
+    outputs,
+)
 from harness.settings import Setting, Sources, add_settings, choice, environment_only, number
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.text import MAX_GROWTH
@@ -271,7 +281,7 @@ def run_config(sources: Sources) -> Config:
         tasks_path=sources.get(TASKS),
         gate=sources.get(GATE),
         max_task_file_bytes=sources.get(MAX_TASK_FILE_BYTES),
-        outputs=outputs(sources, [_input(sources, TASKS, "the task file"), _input(sources, BASELINE, "the baseline")]),
+        outputs=outputs(sources, [*_reads(sources), _input(sources, REPLAY, "the cassette")]),
         run_id=os.urandom(16).hex(),
         system_prompt=sources.get(SYSTEM_PROMPT),
         concurrency=sources.get(CONCURRENCY),
@@ -309,13 +319,15 @@ def _cassette(sources: Sources) -> dict[str, Any]:
             f"replay it with {RECORD_MISSING.flag}"
         )
     written = record if record is not None else replay if missing else None
-    if written is not None and os.path.exists(written) and not os.path.isfile(written):
-        raise ConfigError(f"{sources.text(RECORD if record else REPLAY)[1]}: {written} is not a regular file")
-    for setting, what in ((TASKS, "the task file"), (BASELINE, "the baseline"), (RESULTS, "the results file")):
-        other = sources.get(setting)
-        if written is not None and other is not None and os.path.realpath(other) == os.path.realpath(written):
-            raise ConfigError(f"{sources.text(RECORD if record else REPLAY)[1]}: {written} is {what}")
+    if written is not None:  # checked now, with the reports: a run that cannot write it would lose what it recorded
+        reports = [(path, sources.text(setting)[1]) for setting in REPORT_SETTINGS if (path := sources.get(setting))]
+        check_outputs([*reports, (written, sources.text(RECORD if record else REPLAY)[1])], _reads(sources), "a run")
     return {"record_path": record, "replay_path": replay, "record_missing": missing}
+
+
+def _reads(sources: Sources) -> list[Input]:
+    """The files a run reads that nothing it writes may be: the task file and the baseline."""
+    return [_input(sources, TASKS, "the task file"), _input(sources, BASELINE, "the baseline")]
 
 
 def _input(sources: Sources, setting: Setting, what: str) -> Input:

@@ -440,12 +440,28 @@ class BadCassettes(TempDirTestCase):
             "EVAL_RECORD and EVAL_REPLAY",
         )
         self.assertEqual(self.config_error("--record-missing"), "--record-missing: only with --replay (or EVAL_REPLAY)")
-        self.assertEqual(self.config_error("--record", self.tmp), f"--record: {self.tmp} is not a regular file")
-        self.assertEqual(self.config_error("--record", SHIPPED_TASKS), f"--record: {SHIPPED_TASKS} is the task file")
+        self.assertEqual(self.config_error("--record", self.tmp), f"--record: cannot write {self.tmp}: it is a folder")
+        self.assertEqual(
+            self.config_error("--record", SHIPPED_TASKS),
+            f"--record: {SHIPPED_TASKS} is the task file (EVAL_TASKS); a run never writes over what it reads",
+        )
         self.assertEqual(
             self.config_error("--replay", "out.json", "--record-missing", "--out", "out.json"),
-            "--replay: out.json is the results file",
+            "--out: out.json is the cassette (--replay); a run never writes over what it reads",
         )
+
+    def test_a_cassette_no_run_could_write_or_that_a_report_would_overwrite_is_refused_before_the_run(self) -> None:
+        self.work_in_tmp()
+        cases = [
+            (("--record", "none/c.jsonl"), f"--record: cannot write none/c.jsonl: no folder {self.tmp}/none"),
+            (("--record", "c.xml", "--junit", "c.xml"), "--record: c.xml is also --junit; each report needs a file"),
+            (("--replay", "c.jsonl", "--junit", "c.jsonl"), "--junit: c.jsonl is the cassette (--replay); a run never"),
+            (("--replay", "c.jsonl", "--out", "c.jsonl"), "--out: c.jsonl is the cassette (--replay); a run never"),
+            (("--replay", "c.jsonl", "--record-missing", "--html", "c.jsonl"), "--html: c.jsonl is the cassette"),
+        ]
+        for argv, message in cases:
+            with self.subTest(argv=argv):
+                self.assertEqual(self.config_error(*argv)[: len(message)], message)
 
     def test_each_bad_cassette_is_named_with_its_line(self) -> None:
         head = '{"format":"agent-eval-cassette","version":1,"backend":"stub"}\n'
