@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 STDERR_LINES = 5
 STDERR_LINE_BYTES = 65536  # of each: past what the clip of a reason reads, so no secret is cut where it shows
 READ_CHUNK = 65536
+RECORDED = cassette.answer_or_failure({"stdout": cassette.TEXT})  # as _ran gives it
 
 
 def command_line(text: str, where: str) -> tuple[str, ...]:
@@ -113,7 +114,9 @@ class CommandAgentBackend:
     def run(self, request: AgentRequest) -> Reply:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
         payload = request_body(request, self.run_id, self.fields, self.tools)
-        outcome = cassette.exchange({"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden)
+        outcome = cassette.exchange(
+            {"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden, shape=RECORDED
+        )
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"])
         stdout = outcome["stdout"].encode("utf-8", "surrogateescape")  # the bytes it printed, as it printed them

@@ -28,6 +28,17 @@ SNIPPET_CHARS = 200
 KEPT_HEADERS = ("content-type", "retry-after")  # of a response, in a cassette: what the harness reads of them
 # Of a request's headers, what never goes into a cassette's key: the harness's version, the size, the credentials.
 UNKEYED_HEADERS = frozenset({"host", "user-agent", "content-length", "authorization", "proxy-authorization"})
+# What a replayed outcome must hold, as _sent records it.
+ATTEMPTS = ("a whole number from 1", lambda value: type(value) is int and value >= 1)
+FAILED: cassette.Fields = {**cassette.FAILURE, "attempts": ATTEMPTS}
+RESPONDED: cassette.Fields = {
+    "status": ("an HTTP status", lambda value: type(value) is int and 100 <= value <= 599),
+    "headers": (
+        "an object of strings",
+        lambda value: isinstance(value, dict) and all(isinstance(item, str) for item in value.values()),
+    ),
+    "attempts": ATTEMPTS,
+}
 
 
 class RetryableError(BackendError):
@@ -116,7 +127,7 @@ class Transport:
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
         wire = {"path": self.wire_path, "headers": self.wire_headers, "body": payload}
-        return self._outcome(cassette.exchange(wire, lambda: self._sent(request), self.hidden))
+        return self._outcome(cassette.exchange(wire, lambda: self._sent(request), self.hidden, shape=_recorded))
 
     def _sent(self, request: bytes) -> dict[str, Any]:
         """The final outcome of the request, retried as need be, as JSON: the last response, or the error that ended
@@ -203,6 +214,13 @@ class Transport:
         if not 200 <= status < 300:
             raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}")
         return response
+
+
+def _recorded(outcome: Mapping[str, Any]) -> cassette.Fields:
+    """The fields an outcome as _sent gives it has: a failure's, or a response's with its body or its text."""
+    if "error" in outcome:
+        return FAILED
+    return {**RESPONDED, **({} if "body" in outcome else {"text": cassette.TEXT})}
 
 
 def _response_json(response: Response, attempts: int) -> dict[str, Any]:

@@ -34,6 +34,22 @@ VOLATILE = frozenset({"runId", "conversationId"})
 MADE_ID = re.compile(r"(call_h|toolu_h|gemini_h)[0-9]+")
 MARKED = re.compile(re.escape(MARKER).replace(re.escape("{}"), "([^\u00bb]*)"))
 MISS = "replay:miss"
+BAD_REPLY = "replay:bad-reply"
+# A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
+Fields = Mapping[str, tuple[str, Callable[[Any], bool]]]
+TEXT = ("a string", lambda value: isinstance(value, str))
+# A failure with no reply, as the command and the stub backends record it.
+FAILURE: Fields = {"error": TEXT, "reason": TEXT}
+# Which fields a recorded reply (an object) must have, by what it holds.
+Shape = Callable[[Mapping[str, Any]], Fields]
+
+
+def answer_or_failure(answer: Fields, failure: Fields = FAILURE) -> Shape:
+    """The shape of a reply that is a failure's when it holds "error", else an answer's."""
+    return lambda reply: failure if "error" in reply else answer
+
+
+ANY_ANSWER = answer_or_failure({})
 
 
 @record
@@ -67,13 +83,18 @@ def installed() -> Tape | None:
 
 
 def exchange(
-    request: Mapping[str, Any], send: Callable[[], Any], hidden: Secrets = NO_SECRETS, timed: bool = True
+    request: Mapping[str, Any],
+    send: Callable[[], Any],
+    hidden: Secrets = NO_SECRETS,
+    timed: bool = True,
+    shape: Shape = ANY_ANSWER,
 ) -> Any:
     """What `send` gives for this request: from the run's tape when it holds it, else sent (and recorded when the tape
     records). request: {"path", "headers", "body"}, as much of it as the backend has; timed: whether its latency counts
-    (not for an agent answering inside this process)."""
+    (not for an agent answering inside this process); shape: the fields of what `send` gives, which a replayed reply
+    must have."""
     tape = _TAPE
-    return send() if tape is None else tape.exchange(request, send, hidden, timed)
+    return send() if tape is None else tape.exchange(request, send, hidden, timed, shape)
 
 
 class Tape:
@@ -129,7 +150,14 @@ class Tape:
         with self.lock:
             return self.latency.get((task, trial), 0.0)
 
-    def exchange(self, request: Mapping[str, Any], send: Callable[[], Any], hidden: Secrets, timed: bool) -> Any:
+    def exchange(
+        self,
+        request: Mapping[str, Any],
+        send: Callable[[], Any],
+        hidden: Secrets,
+        timed: bool,
+        shape: Shape = ANY_ANSWER,
+    ) -> Any:
         """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
         place = _PLACE.get() or Place("", 1, 1, 1)
         shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
@@ -137,6 +165,10 @@ class Tape:
         if self.replaying:
             entry = self._find(key, place)
             if entry is not None:
+                wrong = _misfit(entry["reply"], shape)
+                if wrong is not None:  # edited by hand: the backend would read it wrong
+                    where = f"task {place.task}, turn {place.turn}, step {place.step}"
+                    raise BackendError(BAD_REPLY, f"the cassette's reply for {where} is not as recorded: {wrong}")
                 self._spent(place, entry.get("latencyMs", 0.0))
                 return self._restored(entry["reply"])
             if not self.record_missing:
@@ -225,6 +257,18 @@ def _steady(body: Any) -> Any:
         return value
 
     return renumbered(body)
+
+
+def _misfit(reply: Any, shape: Shape) -> str | None:
+    """What a replayed reply lacks of the fields its backend reads, or None."""
+    if not isinstance(reply, dict):
+        return "reply: expected an object"
+    for name, (what, fits) in shape(reply).items():
+        if name not in reply:
+            return f"reply: no {name}"
+        if not fits(reply[name]):
+            return f"reply.{name}: expected {what}"
+    return None
 
 
 def _where(entry: Mapping[str, Any]) -> tuple[str, int, int, int]:

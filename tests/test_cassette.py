@@ -514,6 +514,60 @@ class BadCassettes(TempDirTestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "eval-results.json")))
 
 
+class EditedReplies(TempDirTestCase):
+    """A recorded reply edited by hand into something its backend never records is an error for its trial, naming
+    what is wrong, never a crash of the harness (exit 4) nor a verdict made of it."""
+
+    maxDiff = None
+
+    def test_each_backends_misshapen_reply_is_an_error_of_its_own_trial(self) -> None:
+        agent = self.serve(canned)
+        misshapen: list[tuple[Any, str]] = [
+            ("text", "reply: expected an object"),
+            ({"error": 5, "reason": "x"}, "reply.error: expected a string"),
+            ({"error": "reply:timeout"}, "reply: no reason"),
+        ]
+        per_backend: dict[str, tuple[dict[str, str], list[tuple[Any, str]]]] = {
+            "stub": ({}, [({"said": 1}, "reply: no reply")]),
+            "command": (
+                {"EVAL_AGENT_CMD": f"{sys.executable} {SCRIPT_AGENT}"},
+                [({"stdout": 5}, "reply.stdout: expected a string")],
+            ),
+            "http": (
+                {"EVAL_AGENT_URL": agent.url()},
+                [
+                    ({"status": 200, "headers": {}, "body": {}}, "reply: no attempts"),
+                    ({"status": "200", "headers": {}, "body": {}, "attempts": 1}, "reply.status: expected an HTTP"),
+                    ({"status": 200, "headers": {"retry-after": 1}, "attempts": 1}, "reply.headers: expected an"),
+                    ({"status": 500, "headers": {}, "attempts": 1}, "reply: no text"),
+                    ({"error": "reply:timeout", "reason": "slow", "attempts": 0}, "reply.attempts: expected a whole"),
+                ],
+            ),
+        }
+        for backend, (settings, own) in per_backend.items():
+            with self.subTest(backend=backend):
+                env = clean_env(**settings)
+                _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "recorded.json", env=env, cwd=self.tmp)
+                self.assertEqual(code, 0, stderr)
+                path = os.path.join(self.tmp, "c.jsonl")
+                head, *entries = cassette_lines(path)
+                edits = [*misshapen, *own]
+                for entry, (reply, _) in zip(entries[: len(edits)], edits, strict=True):
+                    entry["reply"] = reply
+                with open(path, "w", encoding="utf-8") as f:
+                    f.writelines(json.dumps(line) + "\n" for line in (head, *entries))
+                _stdout, stderr, code = run_cli("--replay", "c.jsonl", "--out", "replayed.json", env=env, cwd=self.tmp)
+                self.assertEqual(code, 1, stderr)
+                now = verdicts(self.read_json("replayed.json"))
+                for entry, (_, why) in zip(entries[: len(edits)], edits, strict=True):
+                    status, error_code, reason = now[entry["task"]]
+                    self.assertEqual((status, error_code), ("error", "replay:bad-reply"), reason)
+                    where = f"the cassette's reply for task {entry['task']}, turn 1, step 1 is not as recorded: "
+                    self.assertEqual((reason or "")[: len(where + why)], where + why)
+                untouched = {entry["task"] for entry in entries[len(edits) :]}
+                self.assertEqual({task for task, (status, _, _) in now.items() if status == "pass"}, untouched)
+
+
 class CutShort(TempDirTestCase):
     """A run cut short writes what it recorded so far."""
 
