@@ -35,7 +35,7 @@ def run_task(
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
     secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
     tools: the task file's tool names, which a reply may write a call of as text; trial: which of the task's trials
-    this is. A replayed trial lasts as long as its recorded exchanges did.
+    this is. A replayed trial lasts as long as its recorded exchanges did, and what the replay itself took.
     """
     started = time.perf_counter()
     end = None
@@ -44,8 +44,8 @@ def run_task(
         turns, conversation_id = converse(backend, task, tools, world, trial)
         duration_ms = (time.perf_counter() - started) * 1000  # the agent's time: the end state's check is ours
         tape = cassette.installed()
-        if tape is not None and tape.replaying:
-            duration_ms = tape.latency_ms(task.id, trial)
+        if tape is not None and tape.replaying:  # what the replay took (the harness, a tool world) and the agent then
+            duration_ms += tape.latency_ms(task.id, trial)
         reply = whole_reply(turns)
         outcome = score(task, reply, secrets)
         if world is not None and reply.error_code is None:
