@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.files import read_capped
@@ -352,9 +353,10 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
         lines.pop()
     if not lines:
         raise ConfigError(f"{path}: empty; a cassette starts with a line naming its format and version")
+    first: dict[tuple[str, int, int, int], int] = {}  # each place's line
     for number, line in enumerate(lines, 1):
         try:
-            value = json.loads(line.decode("utf-8"))
+            value = json.loads(line.decode("utf-8"), object_pairs_hook=partial(_object, f"{path}: line {number}"))
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: line {number}: not UTF-8 text") from None
         except (ValueError, RecursionError):
@@ -375,7 +377,23 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
         latency = value.get("latencyMs", 0)
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency < float("inf"):
             raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds")
+        place = _where(value)
+        if place in first:
+            raise ConfigError(
+                f"{path}: line {number}: a second entry for task {json.dumps(place[0])}, trial {place[1]}, "
+                f"turn {place[2]}, step {place[3]} (line {first[place]} is the first): which one holds is not clear"
+            )
+        first[place] = number
         yield value
+
+
+def _object(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a cassette's line as a dict; ConfigError naming a key it repeats (where: the file and line)."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        repeated = next(key for index, (key, _) in enumerate(pairs) if any(key == other for other, _ in pairs[:index]))
+        raise ConfigError(f"{where}: the key {json.dumps(repeated)} twice in one object: which one holds is not clear")
+    return found
 
 
 def _check_head(path: str, head: Mapping[str, Any], backend: str) -> None:

@@ -506,6 +506,21 @@ class BadCassettes(TempDirTestCase):
                 (head + json.dumps({**entry, "trial": 0}) + "\n").encode(),
                 "line 2: trial: expected a whole number from 1",
             ),
+            "repeated-key": (
+                (head + json.dumps(entry)[:-1] + ', "reply": {"text": "other"}}\n').encode(),
+                'line 2: the key "reply" twice in one object: which one holds is not clear',
+            ),
+            "repeated-key-inside": (
+                (
+                    head + json.dumps({**entry, "reply": {"a": 1}}).replace('{"a": 1}', '{"a": 1, "a": 2}') + "\n"
+                ).encode(),
+                'line 2: the key "a" twice in one object: which one holds is not clear',
+            ),
+            "repeated-place": (
+                (head + json.dumps(entry) + "\n" + json.dumps({**entry, "key": "b" * 64}) + "\n").encode(),
+                'line 3: a second entry for task "t", trial 1, turn 1, step 1 (line 2 is the first): '
+                "which one holds is not clear",
+            ),
         }
         os.mkdir(os.path.join(self.tmp, "folder"))
         for name, (content, message) in cases.items():
