@@ -306,7 +306,9 @@ def run(argv: Sequence[str]) -> int:
         raise stop  # recorded in the results; the boundary says it and exits 4
     if summary.exit_code == EXIT_UNREACHABLE:
         assert first is not None  # a verdict of unreachable counts at least one task
-        raise Unreachable(unreachable_reason(manifest, first))
+        only_replayed = config.replay_path is not None and not config.record_missing
+        replayed_from = f" (as recorded in {config.replay_path}, replayed: nothing was sent)" if only_replayed else ""
+        raise Unreachable(unreachable_reason(manifest, first) + replayed_from)
     if summary.exit_code == EXIT_INTERRUPTED:
         _complain(f"eval_agent: interrupted after {in_task_order.count} of {len(jobs)} trials")
     return summary.exit_code

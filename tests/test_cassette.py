@@ -20,7 +20,7 @@ from eval_agent import configure
 from harness.cassette import FORMAT, Place, Tape, at
 from harness.leaks import Secrets
 from harness.records import BackendError, ConfigError
-from tests.providers import fake_openai, openai_completion
+from tests.providers import fake_openai, openai_completion, openai_error
 from tests.support import (
     CANNED,
     CLI_TIMEOUT,
@@ -204,6 +204,22 @@ class RecordThenReplay(TempDirTestCase):
         first = data["tasks"][0]["id"]
         self.assertEqual(verdicts(recorded)[first][1], "budget:latency")
         self.assertEqual(comparable(replayed), comparable(recorded))
+
+    def test_a_rejected_key_recorded_is_exit_3_replayed_saying_the_cassette_holds_the_rejection(self) -> None:
+        def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            status, error = openai_error(401, "Incorrect API key provided")
+            send_json(handler, error, status)
+
+        fake = self.serve(rejecting)
+        env = clean_env(OPENAI_BASE_URL=fake.url("/v1"), EVAL_MODEL="fake-model", OPENAI_API_KEY=API_KEY)
+        _stdout, recorded, code = run_cli("--record", "c.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual(code, 3, recorded)
+        fake.__exit__()
+        del env["OPENAI_API_KEY"]
+        _stdout, replayed, code = run_cli("--replay", "c.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual(code, 3, replayed)
+        # Nothing was sent, with no key: the rejection is the recorded run's, which the replay says.
+        self.assertEqual(replayed, recorded.rstrip("\n") + " (as recorded in c.jsonl, replayed: nothing was sent)\n")
 
     def path(self, name: str) -> str:
         return os.path.join(self.tmp, name)
