@@ -175,7 +175,7 @@ def run(argv: Sequence[str]) -> int:
             for text in expected.forbidden_text
         }
     )
-    tape = open_tape(config, backend_name, [task.id for task in tasks], forbidden)
+    tape = open_tape(config, backend_name, [task.id for task in task_file.tasks], forbidden)  # the file's order
     replayed = Secrets(tape.secrets() if tape else {})  # where a recorded reply held a secret: leaked on replay too
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden | replayed)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)

@@ -445,6 +445,22 @@ class RecordMissing(TempDirTestCase):
         with open(os.path.join(self.tmp, "gaps.jsonl"), encoding="utf-8") as f:
             self.assertEqual(without_latency(f.readlines()), without_latency(full))
 
+    def test_a_run_of_some_tasks_writes_back_the_entries_it_did_not_use(self) -> None:
+        env = clean_env(EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY=CANARY)
+        _stdout, stderr, code = run_cli("--record", "full.jsonl", "--runs", "2", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        with open(os.path.join(self.tmp, "full.jsonl"), encoding="utf-8") as f:
+            full = f.readlines()
+        first = json.loads(full[1])["task"]
+        with open(os.path.join(self.tmp, "gaps.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(full[:1] + full[2:])  # the first task's first trial
+        # One task, one trial: the other tasks' entries, and this task's second trial, are kept as they were.
+        argv = ("--replay", "gaps.jsonl", "--record-missing", "--task", first, "--runs", "1")
+        _stdout, stderr, code = run_cli(*argv, env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        with open(os.path.join(self.tmp, "gaps.jsonl"), encoding="utf-8") as f:
+            self.assertEqual(f.readlines(), full)
+
 
 class BadCassettes(TempDirTestCase):
     """Every bad cassette input is one line naming the file (and the line), exit 2."""
