@@ -311,6 +311,9 @@ def growth_limits(sources: Sources) -> dict[str, Decimal]:
 def _cassette(sources: Sources) -> dict[str, Any]:
     """Where a run records or replays its exchanges: one or the other, filled from the live backend on request."""
     record, replay, missing = (sources.get(setting) for setting in (RECORD, REPLAY, RECORD_MISSING))
+    for setting, path in ((RECORD, record), (REPLAY, replay)):
+        if path == "":
+            raise ConfigError(f"{sources.text(setting)[1]}: an empty file name")
     if missing and replay is None:
         raise ConfigError(f"{sources.text(RECORD_MISSING)[1]}: only with {REPLAY.flag} (or {REPLAY.var})")
     if record is not None and replay is not None:
@@ -321,7 +324,8 @@ def _cassette(sources: Sources) -> dict[str, Any]:
     written = record if record is not None else replay if missing else None
     if written is not None:  # checked now, with the reports: a run that cannot write it would lose what it recorded
         reports = [(path, sources.text(setting)[1]) for setting in REPORT_SETTINGS if (path := sources.get(setting))]
-        check_outputs([*reports, (written, sources.text(RECORD if record else REPLAY)[1])], _reads(sources), "a run")
+        where = sources.text(RECORD if record is not None else REPLAY)[1]
+        check_outputs([*reports, (written, where)], _reads(sources), "a run")
     return {"record_path": record, "replay_path": replay, "record_missing": missing}
 
 

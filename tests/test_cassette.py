@@ -499,6 +499,9 @@ class BadCassettes(TempDirTestCase):
         self.work_in_tmp()
         cases = [
             (("--record", "none/c.jsonl"), f"--record: cannot write none/c.jsonl: no folder {self.tmp}/none"),
+            (("--record", ""), "--record: an empty file name"),
+            (("--replay", ""), "--replay: an empty file name"),
+            (("--replay", "", "--record-missing"), "--replay: an empty file name"),
             (("--record", "c.xml", "--junit", "c.xml"), "--record: c.xml is also --junit; each report needs a file"),
             (("--replay", "c.jsonl", "--junit", "c.jsonl"), "--junit: c.jsonl is the cassette (--replay); a run never"),
             (("--replay", "c.jsonl", "--out", "c.jsonl"), "--out: c.jsonl is the cassette (--replay); a run never"),
