@@ -20,7 +20,9 @@ from eval_agent import configure
 from harness.cassette import FORMAT, Place, Tape, at
 from harness.leaks import Secrets
 from harness.records import BackendError, ConfigError
-from tests.providers import fake_openai, openai_completion, openai_error
+from tests.gemini_fake import conversation_fake as gemini_conversation
+from tests.providers import conversation_fake, fake_openai, openai_completion, openai_error
+from tests.responses_fake import play_the_stub, responses_fake
 from tests.support import (
     CANNED,
     CLI_TIMEOUT,
@@ -28,6 +30,7 @@ from tests.support import (
     SCRIPT,
     SHIPPED_TASKS,
     Received,
+    Respond,
     TempDirTestCase,
     canned,
     canonical_task_data,
@@ -160,6 +163,34 @@ class RecordThenReplay(TempDirTestCase):
         self.assertEqual((steps["asset-tag-from-search"], steps["ai-image-generate-asks-first"]), (3, 3))
         with open(self.path("c.jsonl"), encoding="utf-8") as f:
             self.assertNotIn(API_KEY, f.read())
+
+    def test_each_providers_conversations_over_trials_and_threads_replay_as_they_were_recorded(self) -> None:
+        invalid: list[str] = []
+        fakes: dict[str, tuple[Respond, str, dict[str, str]]] = {
+            "openai-responses": (responses_fake(play_the_stub, invalid), "/v1", {"OPENAI_API_KEY": API_KEY}),
+            "anthropic": (conversation_fake("anthropic", play_the_stub, invalid), "", {"ANTHROPIC_API_KEY": API_KEY}),
+            "gemini": (gemini_conversation(play_the_stub, invalid, ids=False), "", {"GEMINI_API_KEY": API_KEY}),
+        }
+        base_urls = {"openai-responses": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+        for backend, (respond, prefix, key) in fakes.items():
+            with self.subTest(backend=backend):
+                fake = self.serve(respond)
+                env = clean_env(
+                    EVAL_TASKS=SHIPPED_TASKS,
+                    EVAL_BACKEND=backend,
+                    EVAL_MODEL="fake-model",
+                    EVAL_RUNS="2",
+                    EVAL_CONCURRENCY="4",
+                    **{base_urls.get(backend, "GOOGLE_GEMINI_BASE_URL"): fake.url(prefix)},
+                    **key,
+                )
+                recorded = self.run_ok("--record", "c.jsonl", "--out", "recorded.json", env=env, codes=(0, 1))
+                fake.__exit__()
+                for name in key:
+                    del env[name]
+                replayed = self.run_ok("--replay", "c.jsonl", "--out", "replayed.json", env=env, codes=(0, 1))
+                self.assertEqual(comparable(replayed), comparable(recorded))
+        self.assertEqual(invalid, [])
 
     def test_a_conversation_whose_provider_gives_calls_no_ids_replays_alone_as_it_was_recorded_among_others(
         self,
