@@ -354,6 +354,7 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
     if not lines:
         raise ConfigError(f"{path}: empty; a cassette starts with a line naming its format and version")
     first: dict[tuple[str, int, int, int], int] = {}  # each place's line
+    lasted: dict[tuple[str, int], float] = {}  # each trial's exchanges, summed: a replayed trial's duration adds it
     for number, line in enumerate(lines, 1):
         try:
             value = json.loads(line.decode("utf-8"), object_pairs_hook=partial(_object, f"{path}: line {number}"))
@@ -378,6 +379,12 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency < float("inf"):
             raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds")
         place = _where(value)
+        spent = lasted[place[:2]] = lasted.get(place[:2], 0.0) + latency
+        if spent == float("inf"):
+            raise ConfigError(
+                f"{path}: line {number}: latencyMs: the trial's exchanges add up to more milliseconds than a number "
+                "holds"
+            )
         if place in first:
             raise ConfigError(
                 f"{path}: line {number}: a second entry for task {json.dumps(place[0])}, trial {place[1]}, "

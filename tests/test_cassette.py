@@ -572,6 +572,16 @@ class BadCassettes(TempDirTestCase):
                 (head + json.dumps({**entry, "trial": 0}) + "\n").encode(),
                 "line 2: trial: expected a whole number from 1",
             ),
+            "latency-overflow": (
+                (
+                    head
+                    + json.dumps({**entry, "latencyMs": 1e308})
+                    + "\n"
+                    + json.dumps({**entry, "step": 2, "latencyMs": 1e308})
+                    + "\n"
+                ).encode(),
+                "line 3: latencyMs: the trial's exchanges add up to more milliseconds than a number holds",
+            ),
             "repeated-key": (
                 (head + json.dumps(entry)[:-1] + ', "reply": {"text": "other"}}\n').encode(),
                 'line 2: the key "reply" twice in one object: which one holds is not clear',
