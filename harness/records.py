@@ -614,7 +614,7 @@ class Tally:
     # Trials that did not pass on a budget alone (a breach, or tokens not reported), which its budget lets a blocking
     # task's gate pass: they count against the pass-rate only.
     budget_excused: int = 0
-    missed: bool = False  # a trial of it was replayed from a cassette that holds no reply for its request
+    missed: bool = False  # a trial of it was replayed from a cassette that holds no (fit) reply for its request
 
 
 @record

@@ -24,7 +24,8 @@ EXIT_CODES = (
 )
 # Error codes that mean the agent was never really asked: when every trial ends in one, nothing was evaluated.
 UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"})
-REPLAY_MISS = "replay:miss"  # harness.cassette's: a request its cassette holds no reply for
+# harness.cassette's: a request its cassette holds no reply for, or a reply edited into what no run records
+REPLAYED_NOTHING = frozenset({"replay:miss", "replay:bad-reply"})
 # Codes of a trial that did what its task asks but broke its budget or the loop rule (harness.scoring's), and of one
 # whose tokens no one reported under a token budget: what a budget that does not say "blocking" keeps from blocking.
 BUDGET_BREACHES = frozenset({"conversation:loop", "budget:tool-calls", "budget:tokens", "budget:latency"})
@@ -53,7 +54,7 @@ def tally(entry: Mapping[str, Any]) -> Tally:
         budget_excused=0
         if (entry.get("budget") or {}).get("blocking")
         else sum(trial["code"] in BUDGET_CODES for trial in trials),
-        missed=any(trial["code"] == REPLAY_MISS for trial in trials),
+        missed=any(trial["code"] in REPLAYED_NOTHING for trial in trials),
     )
 
 

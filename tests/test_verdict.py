@@ -115,6 +115,13 @@ VERDICTS = [
         1,
     ),
     (
+        "a replayed reply edited into what no run records: not evaluated either",
+        [tally_of(entry("error", code="replay:bad-reply"))] + [tally("pass")] * 9,
+        {},
+        ("replay-miss",),
+        1,
+    ),
+    (
         "a bug cut it short, even when interrupted too",
         [tally("pass")],
         {"internal_error": "RuntimeError: x", "interrupted": True},
