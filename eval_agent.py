@@ -256,8 +256,6 @@ def run(argv: Sequence[str]) -> int:
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)
-    if tape is not None:
-        tape.save()  # what was recorded, also of a run cut short
     not_run = in_task_order.finish()
     console.finish()
 
@@ -298,6 +296,8 @@ def run(argv: Sequence[str]) -> int:
         publish(document, summary, config.outputs, comparison)
     finally:
         entries.close()
+        if tape is not None:
+            tape.save()  # what was recorded, also of a run cut short: after the results, which it must not cost
     say(headline(summary))
     if comparison is not None:
         for line in render(comparison, config.baseline_path or "", config.outputs.results):

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -543,6 +544,20 @@ class BadCassettes(TempDirTestCase):
         for argv, message in cases:
             with self.subTest(argv=argv):
                 self.assertEqual(self.config_error(*argv)[: len(message)], message)
+
+    def test_a_cassette_that_cannot_be_written_at_the_end_still_leaves_the_results(self) -> None:
+        folder = os.path.join(self.tmp, "tapes")
+        os.mkdir(folder)
+
+        def folder_gone(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            shutil.rmtree(folder, ignore_errors=True)  # the cassette's folder, removed while the run goes on
+            canned(received, handler)
+
+        env = clean_env(EVAL_AGENT_URL=self.serve(folder_gone).url())
+        _stdout, stderr, code = run_cli("--record", "tapes/c.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual((code, stderr.startswith("eval_agent: error: cannot write tapes/c.jsonl")), (2, True), stderr)
+        document = self.read_json("eval-results.json")  # every trial, written
+        self.assertEqual((document["total"], document["passed"]), (len(document["results"]), 10))
 
     def test_each_bad_cassette_is_named_with_its_line(self) -> None:
         head = '{"format":"agent-eval-cassette","version":1,"backend":"stub"}\n'
