@@ -173,6 +173,12 @@ def classify(
     )
 
 
+def recorded_limits(document: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The growth limits a results file's run was gated with, by figure: what merge and report compare against."""
+    growth = document.get("growth", {})
+    return {figure: Decimal(str(g["limit"])) for figure, g in growth.items() if g["limit"] is not None}
+
+
 def compare(
     baseline: Mapping[str, Any], candidate: Mapping[str, Any], limits: Mapping[str, Decimal] | None = None
 ) -> Comparison:

@@ -356,6 +356,11 @@ class AgainstABaselineRun(TempDirTestCase):
         )
         self.assertEqual(code, 1)
         self.assertEqual(stdout.splitlines()[-1], "gate: tool calls +11.1% against the baseline (limit 11%)")
+        _, stderr, code = run_cli(
+            "report", "eval-results.json", "--baseline", "base.json", "-o", "p.html", cwd=self.tmp
+        )
+        with open(os.path.join(self.tmp, "p.html"), encoding="utf-8") as f:
+            self.assertIn("+11.1% (limit 5%: exceeded)", f.read(), "the limits the run was gated on")
 
     def test_a_token_limit_against_a_baseline_that_recorded_no_tokens_stops_the_run_before_it_starts(self) -> None:
         agent = self.serve(canned)

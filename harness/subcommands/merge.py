@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from harness.comparison import Comparison, compare, render
+from harness.comparison import Comparison, compare, recorded_limits, render
 from harness.config import percentage
 from harness.costs import require_tokens
 from harness.flags import Parser
@@ -125,7 +125,7 @@ def merge(
     comparison = None
     if baseline is not None:
         merged = {"manifest": manifest, "runs": first["runs"], "results": results, "notRun": not_run}
-        limits = _growth_limits(first)
+        limits = recorded_limits(first)
         if "tokens" in limits:
             require_tokens(baseline[0], baseline[1], f"{first_path}'s growth.tokens.limit")
         comparison = compare(baseline[1], merged, limits)
@@ -174,7 +174,7 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
             "task file": task_file.get("sha256"),
             "selection": (selection.get("task") or [], selection.get("category") or []),
             "baseline": (baseline.get("path"), baseline.get("sha256")) if isinstance(baseline, dict) else None,
-            "growth limit": _growth_limits(doc),
+            "growth limit": recorded_limits(doc),
         }
 
     mine, theirs = shared(doc), shared(first)
@@ -184,12 +184,6 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
         keys = sorted(key for key in {*settings[0], *settings[1]} if settings[0].get(key) != settings[1].get(key))
         mine["backend settings"], theirs["backend settings"] = ({key: one.get(key) for key in keys} for one in settings)
     return {label: (mine[label], theirs[label]) for label in mine}
-
-
-def _growth_limits(doc: Mapping[str, Any]) -> dict[str, Decimal]:
-    """The growth limits a shard was run with, by figure: the merge applies them to the whole run."""
-    growth = doc.get("growth", {})
-    return {figure: Decimal(str(g["limit"])) for figure, g in growth.items() if g["limit"] is not None}
 
 
 def _describe(label: str, value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from harness.comparison import compare
+from harness.comparison import compare, recorded_limits
 from harness.flags import Parser
 from harness.reporters import check_outputs
 from harness.reporters.console import say
@@ -30,7 +30,8 @@ def main(argv: Sequence[str]) -> int:
     inputs = [(args.results, "RESULTS", "the results file"), (args.baseline, "--baseline", "the baseline")]
     check_outputs([(out, where)], inputs, "report")
     document = load_results(args.results)
-    comparison = compare(load_results(args.baseline), document) if args.baseline else None
+    # Against the limits the run was gated with, as its own verdict says.
+    comparison = compare(load_results(args.baseline), document, recorded_limits(document)) if args.baseline else None
     write_atomic(out, html_report(document, comparison, args.baseline or ""))
     say(f"wrote {out}")
     return 0
