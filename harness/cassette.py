@@ -18,7 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from harness.files import read_capped
-from harness.leaks import MARKER, NO_SECRETS, Secrets
+from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
 from harness.records import BackendError, ConfigError, record
 from harness.text import canonical_json, sha256_hex
 
@@ -135,7 +135,7 @@ class Tape:
         found = {
             marker.group(0): marker.group(1)
             for entry in self.entries.values()
-            for text in _strings(entry["reply"])
+            for text in strings(entry["reply"])
             for marker in MARKED.finditer(text)
         }
         return {marker: name for marker, name in found.items() if marker not in self.restore}
@@ -302,18 +302,6 @@ def _first_difference(now: Any, then: Any, path: str = "") -> str | None:
                 return found
         return None
     return None if now == then and type(now) is type(then) else path or "the request"
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, dict):
-        for name, item in value.items():
-            yield name
-            yield from _strings(item)
 
 
 def _line(value: Any) -> str:
