@@ -315,8 +315,8 @@ def overall_change(costs: CostComparison, key: str) -> str:
 
 
 def task_cost_text(then: TaskCost, now: TaskCost) -> str:
-    """`tokens 120 → 150 (+25%) · tool calls 1 → 1 · steps 1 → 1 · latency 12ms → 15ms (+25%)`; with repeats on
-    either side, latency's median and p95; tokens when either side recorded them."""
+    """`tokens 120 → 150 (+25%) · tool calls 1 → 1 · steps 1 → 1 · latency 12ms → 15ms (+25%)`; with
+    repeats on either side, latency's median and p95; tokens when either side recorded them."""
     figures = task_figures(then, now)
     if then.tokens is None and now.tokens is None:
         figures = figures[1:]

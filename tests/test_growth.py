@@ -111,10 +111,10 @@ class Figures(TempDirTestCase):
                 "latency                      40ms         60ms  +50%",
                 "latency median               20ms         30ms  +50%",
                 "latency p95                  30ms         40ms  +33.3%",
-                "  a: tokens 100 → 150 (+50%) · tool calls 1 → 2 (+100%) · steps 1 → 2 (+100%) · latency median"
-                " 20ms → 40ms (+100%) · p95 30ms → 40ms (+33.3%)",
-                "  b: tokens 50 → 75 (+50%) · tool calls 2 → 2 · steps 3 → 3 · latency median 20ms → 20ms · p95 20ms"
-                " → 20ms",
+                "  a: tokens 100 → 150 (+50%) · tool calls 1 → 2 (+100%) · steps 1 → 2 (+100%) · latency"
+                " median 20ms → 40ms (+100%) · p95 30ms → 40ms (+33.3%)",
+                "  b: tokens 50 → 75 (+50%) · tool calls 2 → 2 · steps 3 → 3 · latency median 20ms → 20ms ·"
+                " p95 20ms → 20ms",
             ],
         )
         document = comparison_document(
