@@ -36,7 +36,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends import BACKEND, BACKENDS, choose
 from harness import cassette
@@ -65,6 +65,9 @@ from harness.verdict import (
     decide,
     tally,
 )
+
+if TYPE_CHECKING:
+    from backends.pacing import Pacer
 
 # Ctrl-C is SIGINT; these end a run the same way: a CI job cancelled (SIGTERM), a terminal closed (SIGHUP).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -218,7 +221,14 @@ def run(argv: Sequence[str]) -> int:
     started = time.perf_counter()
     say(plan)
     jobs = [task for task in tasks for _ in range(config.runs)]
-    console = Console(tasks, Progress(len(jobs), sys.stderr))
+    # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
+    concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
+    # A backend that posts through a Transport has its pacer: at most `concurrency` requests at a time, fewer when the
+    # provider's rate limits say.
+    pacer: Pacer | None = getattr(getattr(backend, "transport", None), "pacer", None)
+    if pacer is not None:
+        pacer.open(concurrency)
+    console = Console(tasks, Progress(len(jobs), sys.stderr, pacer.state if pacer else None))
     # Each task's entry goes to disk as it completes; what stays in memory is what the verdict and compare need.
     entries = Spool(config.outputs.results)
     tallies = Tallies()
@@ -245,8 +255,6 @@ def run(argv: Sequence[str]) -> int:
         console.trial(result.outcome.status)
         in_task_order.add(result)
 
-    # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
-    concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
     tool_names = frozenset(tool.name for tool in task_file.tools)
     cassette.install(tape)
     try:
@@ -258,6 +266,8 @@ def run(argv: Sequence[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     not_run = in_task_order.finish()
     console.finish()
+    if pacer is not None:
+        manifest["rateLimits"] = pacer.state().recorded()
 
     comparison = None
     if baseline is not None:

@@ -168,6 +168,7 @@ class ProviderBackend:
             retry_statuses=RETRY_STATUSES | self.RETRIED_TOO,
             error_text=provider_error_text,
             hidden=self.hidden,
+            usage=self.usage,
         )
 
     def secrets(self) -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
+from backends.pacing import RATE_LIMIT_WAIT, Pacer, told_wait
 from harness import __version__, cassette
 from harness.endpoints import basic_credentials, redact_url
 from harness.leaks import NO_SECRETS, Secrets
@@ -23,7 +24,6 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
-RETRY_AFTER_CAP = 60.0
 SNIPPET_CHARS = 200
 KEPT_HEADERS = ("content-type", "retry-after")  # of a response, in a cassette: what the harness reads of them
 # Of a request's headers, what never goes into a cassette's key: the harness's version, the size, the credentials.
@@ -63,8 +63,10 @@ class Transport:
         retry_statuses: frozenset[int] = RETRY_STATUSES,
         error_text: Callable[[bytes, Secrets], str] | None = None,
         hidden: Secrets = NO_SECRETS,
+        usage: Callable[[Any], tuple[int, int] | None] | None = None,
     ) -> None:
-        """hidden: every value never to be written, masked in what an error quotes of a reply before it is clipped."""
+        """hidden: every value never to be written, masked in what an error quotes of a reply before it is clipped;
+        usage: the (input, output) tokens a success's decoded body says it cost, for the pacer's estimates."""
         parts = urlsplit(url)
         self.shown_url = redact_url(url)
         self.timeout = timeout
@@ -73,6 +75,8 @@ class Transport:
         self.retry_statuses = retry_statuses
         self.error_text = error_text or snippet
         self.hidden = hidden
+        self.usage = usage
+        self.pacer = Pacer()  # shared by every thread's requests: the endpoint's rate limits are the run's
         tls = parts.scheme == "https"
         host = parts.hostname or ""
         port = parts.port or (443 if tls else 80)
@@ -127,24 +131,49 @@ class Transport:
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
         wire = {"path": self.wire_path, "headers": self.wire_headers, "body": payload}
-        return self._outcome(cassette.exchange(wire, lambda: self._sent(request), self.hidden, shape=_recorded))
+        place = cassette.placed()
+        task = place.task if place else None
+        cost = self.pacer.estimate(task, len(body))
+        return self._outcome(
+            cassette.exchange(wire, lambda: self._sent(request, cost, task), self.hidden, shape=_recorded)
+        )
 
-    def _sent(self, request: bytes) -> dict[str, Any]:
-        """The final outcome of the request, retried as need be, as JSON: the last response, or the error that ended
-        the attempts without one."""
-        attempt = 0
+    def _sent(self, request: bytes, cost: tuple[int, int], task: str | None) -> dict[str, Any]:
+        """The final outcome of the request, paced and retried as need be, as JSON: the last response, or the error that
+        ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded."""
+        pacer = self.pacer
+        deadline = time.monotonic() + RATE_LIMIT_WAIT
+        attempt = spent = 0
         while True:
             attempt += 1
+            try:
+                ticket = pacer.acquire(cost, deadline)
+            except BackendError as err:
+                return _failure_json(err, attempt - 1)
             response = None
             try:
                 response = self._attempt(request)
+                pacer.release(ticket, response.status, response.headers)
                 self._check(response)
-                return _response_json(response, attempt)
+                outcome = _response_json(response, attempt)
+                body = outcome.get("body")
+                if self.usage is not None and isinstance(body, dict) and (usage := self.usage(body)):
+                    pacer.spent(task, usage)
+                return outcome
             except RetryableError as err:
-                if attempt > self.retries:
+                if response is None:
+                    pacer.release(ticket, None, {})
+                elif response.status == 429:
+                    pacer.limited(ticket, err.retry_after)
+                    if err.retry_after is not None and time.monotonic() + err.retry_after <= deadline:
+                        continue  # the provider said how long: the pacer holds every request that long, no retry spent
+                spent += 1
+                if spent > self.retries:
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
-                time.sleep(err.retry_after if err.retry_after is not None else _backoff(attempt))
+                time.sleep(err.retry_after if err.retry_after is not None else _backoff(spent))
             except BackendError as err:
+                if response is None:
+                    pacer.release(ticket, None, {})
                 return _response_json(response, attempt) if response else _failure_json(err, attempt)
 
     def _outcome(self, outcome: Mapping[str, Any]) -> tuple[Any, int]:
@@ -209,7 +238,7 @@ class Transport:
         if status in AUTH_STATUSES:
             raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body, self.hidden)}")
         if status in self.retry_statuses:
-            wait = retry_after_seconds(response.headers.get("retry-after"), time.time())
+            wait = told_wait(status, response.headers, body, time.time())
             raise RetryableError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}", wait)
         if not 200 <= status < 300:
             raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}")
@@ -320,20 +349,6 @@ def _backoff(attempt: int) -> float:
 
     ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
-
-
-def retry_after_seconds(value: str | None, now: float) -> float | None:
-    """Seconds to wait per a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
-    value = (value or "").strip()
-    if value.isascii() and value.isdigit():
-        return min(float(value), RETRY_AFTER_CAP)
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, min(when - now, RETRY_AFTER_CAP))
 
 
 def _status(status: int) -> str:

@@ -72,6 +72,11 @@ def at(place: Place) -> None:
     _PLACE.set(place)
 
 
+def placed() -> Place | None:
+    """Where this thread's next exchange happens, when the conversation said."""
+    return _PLACE.get()
+
+
 def install(tape: Tape | None) -> None:
     """Make the tape the run's: every exchange from now goes through it."""
     global _TAPE

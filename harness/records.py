@@ -530,6 +530,30 @@ class AgentRequest:
         return len(self.history) + 1
 
 
+@record
+class Pacing:
+    """How a run's requests to its endpoint are paced to the provider's rate limits, as it stands."""
+
+    ceiling: int  # EVAL_CONCURRENCY
+    concurrency: int  # the most requests let go at a time now
+    peak: int  # the most that were in flight at once
+    limited: int  # responses that were 429s
+    waited_ms: float  # held before sending, summed over the requests held
+    requests_left: int | None  # of the provider's request limit, when it said
+    resets_in: float | None  # seconds until that limit is whole again, when it said
+    held_for: float  # seconds until the next request may go, when none may now
+    paced: bool  # whether anything was held back or slowed
+
+    def recorded(self) -> dict[str, Any]:
+        """What the results record of it: the 429s, the time waited, the peak and final concurrency."""
+        return {
+            "rateLimited": self.limited,
+            "waitedMs": round(self.waited_ms, 1),
+            "peakConcurrency": self.peak,
+            "finalConcurrency": self.concurrency,
+        }
+
+
 class Backend(Protocol):
     """Sends one request to the agent and returns its parsed reply.
 

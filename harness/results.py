@@ -213,6 +213,9 @@ DOCUMENT = {
         },
         "record": IfThere({"cassette": TEXT}),
         "replay": IfThere({"cassette": TEXT, "sha256": TEXT, "recordMissing": FLAG}),
+        "rateLimits": IfThere(
+            {"rateLimited": WHOLE, "waitedMs": NUMBER, "peakConcurrency": WHOLE, "finalConcurrency": COUNT}
+        ),
     },
     "startedAt": TEXT,
     "durationMs": NUMBER,

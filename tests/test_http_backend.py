@@ -19,7 +19,7 @@ import junitparser
 import trustme
 
 from backends.contract import BLANK
-from backends.transport import retry_after_seconds
+from backends.pacing import retry_after_seconds
 from harness.records import Result
 from harness.running import run_task
 from tests.support import (

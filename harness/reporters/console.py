@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from harness.records import Task, TaskFile
+from harness.records import Pacing, Task, TaskFile
 from harness.results import explaining_trial
 from harness.text import budget_text, calls_text, count, expected_text, millis, printable, turn_marks
 
@@ -93,12 +94,27 @@ def _within(task: Task) -> str:
     return f", budget: {budget_text(task.budget.written())}" if task.budget is not None else ""
 
 
-class Progress:
-    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal."""
+def pace_text(pacing: Pacing) -> str:
+    """`paced: concurrency 6/16 · 38 requests left, resets in 12 s`: how the provider's rate limits hold the run back;
+    nothing when they do not."""
+    if not pacing.paced:
+        return ""
+    text = f"paced: concurrency {pacing.concurrency}/{pacing.ceiling}"
+    if pacing.requests_left is not None and pacing.resets_in is not None:
+        text += f" · {count(pacing.requests_left, 'request')} left, resets in {math.ceil(pacing.resets_in)} s"
+    if pacing.held_for > 0:
+        text += f" · next request in {math.ceil(pacing.held_for)} s"
+    return text
 
-    def __init__(self, total: int, stream: TextIO) -> None:
+
+class Progress:
+    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal; and how the
+    run is paced, when the provider's rate limits hold it back."""
+
+    def __init__(self, total: int, stream: TextIO, pacing: Callable[[], Pacing] | None = None) -> None:
         self.total = total
         self.stream = stream
+        self.pacing = pacing
         self.enabled = stream.isatty()
         self.counts = {"pass": 0, "fail": 0, "error": 0}
         self.started = time.monotonic()
@@ -118,7 +134,9 @@ class Progress:
         elapsed = time.monotonic() - self.started
         left = f" · ~{_clock(elapsed / done * (self.total - done))} left" if 0 < done < self.total else ""
         counts = " · ".join(f"{n} {status}" for status, n in self.counts.items())
-        self.stream.write(f"\r\033[K[{done}/{self.total}] {counts} · {_clock(elapsed)} elapsed{left}")
+        paced = pace_text(self.pacing()) if self.pacing else ""
+        paced = f" · {paced}" if paced else ""
+        self.stream.write(f"\r\033[K[{done}/{self.total}] {counts} · {_clock(elapsed)} elapsed{left}{paced}")
         self.stream.flush()
         self.drawn_at = time.monotonic()
         self.shown = True

@@ -1,0 +1,249 @@
+"""Pacing to the provider's rate limits: the headers read, holds until a reset, 429s that wait what they say and
+spend no retry, the concurrency that halves and comes back, and what the results record of it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+import unittest
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler
+
+from backends.pacing import Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
+from backends.transport import Transport
+from tests.support import CANNED, Received, TempDirTestCase, canned, clean_env, run_cli, send_json
+
+NOW = 1_798_014_400.0  # 2026-12-23T08:26:40Z
+GEMINI_429 = {
+    "error": {
+        "code": 429,
+        "message": "You exceeded your current quota.",
+        "status": "RESOURCE_EXHAUSTED",
+        "details": [
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "58.217843437s"},
+        ],
+    }
+}
+
+
+class HeaderParsing(unittest.TestCase):
+    def test_openai_resets_are_go_durations(self) -> None:
+        for text, seconds in [
+            ("1s", 1.0),
+            ("20ms", 0.02),
+            ("6m0s", 360.0),
+            ("1m30.5s", 90.5),
+            ("1h2m3s", 3723.0),
+            ("0.5s", 0.5),
+            ("250us", 0.00025),
+            ("7", 7.0),  # Azure's bare seconds
+            ("0", 0.0),
+        ]:
+            with self.subTest(text=text):
+                self.assertAlmostEqual(duration_seconds(text), seconds)
+        for text in ("", "s", "1x", "1s2", "-1", "soon", "2026-12-23T08:26:40Z"):
+            with self.subTest(text=text):
+                self.assertIsNone(duration_seconds(text))
+
+    def test_anthropic_resets_are_rfc_3339_times(self) -> None:
+        for text, seconds in [
+            ("2026-12-23T08:26:52Z", 12.0),
+            ("2026-12-23T08:26:41.5Z", 1.5),
+            ("2026-12-23T09:26:50+01:00", 10.0),
+            ("2026-12-23T08:26:40.123456789Z", 0.123456789),  # nanoseconds, which Python 3.10 cannot read alone
+            ("2026-12-23T08:26:00Z", 0.0),  # past: no wait
+            ("12ms", 0.012),
+        ]:
+            with self.subTest(text=text):
+                self.assertAlmostEqual(reset_seconds(text, NOW), seconds, places=6)
+        for text in ("2026-12-23", "2026-13-45T08:26:52Z", "tomorrow"):
+            with self.subTest(text=text):
+                self.assertIsNone(reset_seconds(text, NOW))
+
+    def test_both_dialects_say_what_is_left_of_each_limit(self) -> None:
+        openai = {
+            "x-ratelimit-limit-requests": "5000",
+            "x-ratelimit-remaining-requests": "4999",
+            "x-ratelimit-reset-requests": "12ms",
+            "x-ratelimit-limit-tokens": "160000",
+            "x-ratelimit-remaining-tokens": "159976",
+            "x-ratelimit-reset-tokens": "6m0s",
+        }
+        self.assertEqual(
+            allowances(openai, NOW),
+            {"requests": Allowance(4999, 0.012), "tokens": Allowance(159976, 360.0)},
+        )
+        anthropic = {
+            f"anthropic-ratelimit-{kind}-{part}": value
+            for kind, remaining in [("requests", "49"), ("tokens", "79000"), ("input-tokens", "39000")]
+            for part, value in [("limit", "80000"), ("remaining", remaining), ("reset", "2026-12-23T08:26:46Z")]
+        }
+        anthropic |= {"anthropic-ratelimit-output-tokens-remaining": "8000"}
+        self.assertEqual(
+            allowances(anthropic, NOW),
+            {
+                "requests": Allowance(49, 6.0),
+                "tokens": Allowance(79000, 6.0),
+                "input-tokens": Allowance(39000, 6.0),
+                "output-tokens": Allowance(8000, None),
+            },
+        )
+        self.assertEqual(allowances({"x-ratelimit-remaining-tokens": "-1", "content-type": "json"}, NOW), {})
+
+    def test_a_response_says_how_long_to_wait(self) -> None:
+        spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+        for status, headers, body, seconds in [
+            (429, {"retry-after": "2"}, b"", 2.0),
+            (429, {"retry-after-ms": "1500", "retry-after": "2"}, b"", 1.5),
+            (429, {"retry-after": formatdate(NOW + 30, usegmt=True)}, b"", 30.0),
+            (429, {"retry-after": "3600"}, b"", 60.0),  # capped
+            (503, {"retry-after": "5"}, b"", 5.0),
+            (429, {}, json.dumps(GEMINI_429).encode(), 58.217843437),
+            (429, spent, b"", 1.0),
+            (429, {**spent, "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6s"}, b"", 6.0),
+            (200, spent, b"", None),  # a reset of a success is a hold of the pacer's, not a retry's wait
+            (429, {"retry-after": "soon"}, b"not json", None),
+            (429, {}, b"", None),
+        ]:
+            with self.subTest(status=status, headers=headers):
+                wait = told_wait(status, headers, body, NOW)
+                if seconds is None:
+                    self.assertIsNone(wait)
+                else:
+                    self.assertAlmostEqual(wait, seconds, places=3)
+
+    def test_gemini_retry_info_is_read_from_its_details(self) -> None:
+        self.assertEqual(retry_delay(json.dumps(GEMINI_429).encode()), 58.217843437)
+        for body in [b"", b"[]", b'{"error": {"details": "no"}}', b'{"error": {"details": [{"retryDelay": "3s"}]}}']:
+            with self.subTest(body=body):
+                self.assertIsNone(retry_delay(body))
+
+
+class Holds(TempDirTestCase):
+    """A Transport's requests, sent one after the other, held until the limit the last response spent resets."""
+
+    def second_request_after(self, headers: dict[str, str], body: dict[str, str] | None = None) -> tuple[float, float]:
+        """(when the first response was sent, when the second request arrived), each by the monotonic clock."""
+        answered: list[float] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            answered.append(time.monotonic())
+            send_json(handler, {"ok": True}, headers=headers if len(answered) == 1 else {})
+
+        agent = self.serve(respond)
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        self.addCleanup(transport.close)
+        transport.post_json(body or {"n": 1})
+        transport.post_json(body or {"n": 2})
+        return answered[0], agent.received[1].at
+
+    def test_no_request_goes_before_spent_requests_reset_openai(self) -> None:
+        answered, second = self.second_request_after(
+            {
+                "x-ratelimit-limit-requests": "60",
+                "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": "1s",
+            }
+        )
+        self.assertGreaterEqual(second - answered, 1.0)
+
+    def test_no_request_goes_before_spent_requests_reset_anthropic(self) -> None:
+        reset = math.ceil(time.time()) + 2
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset))
+        arrived: list[float] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            arrived.append(time.time())
+            spent = {"anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": stamp}
+            send_json(handler, {"ok": True}, headers=spent if len(arrived) == 1 else {})
+
+        agent = self.serve(respond)
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        self.addCleanup(transport.close)
+        transport.post_json({"n": 1})
+        transport.post_json({"n": 2})
+        self.assertGreaterEqual(arrived[1], reset)
+
+    def test_a_request_that_would_spend_more_tokens_than_are_left_waits_for_their_reset(self) -> None:
+        prompt = {"prompt": "x" * 400}  # about 100 tokens, by its size
+        left = {"x-ratelimit-remaining-requests": "10", "x-ratelimit-reset-requests": "1s"}
+        answered, second = self.second_request_after(
+            {**left, "x-ratelimit-remaining-tokens": "50", "x-ratelimit-reset-tokens": "1s"}, prompt
+        )
+        self.assertGreaterEqual(second - answered, 1.0)
+
+
+class RateLimitedRuns(TempDirTestCase):
+    def test_a_429_with_retry_after_waits_as_long_and_spends_no_retry(self) -> None:
+        limited_at: list[float] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if not limited_at:
+                limited_at.append(time.monotonic())
+                send_json(handler, {"error": "slow down"}, 429, {"Retry-After": "2"})
+            else:
+                canned(received, handler)
+
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_RETRIES="0",
+            EVAL_CONCURRENCY="1",
+            EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
+        )
+        out, err, code = run_cli(env=env)
+        self.assertEqual(code, 0, out + err)
+        self.assertGreaterEqual(agent.received[1].at - limited_at[0], 2.0)
+        results = self.read_json("eval-results.json")
+        self.assertEqual(results["passed"], 10)
+        paced = results["manifest"]["rateLimits"]
+        self.assertEqual(paced["rateLimited"], 1)
+        self.assertGreaterEqual(paced["waitedMs"], 2000)
+        self.assertEqual((paced["peakConcurrency"], paced["finalConcurrency"]), (1, 1))
+
+    def test_concurrency_halves_on_429s_and_comes_back_up_to_the_ceiling(self) -> None:
+        lock = threading.Lock()
+        arrivals: list[tuple[int, int]] = []  # (status answered, requests in flight as it arrived)
+        in_flight = [0]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            with lock:
+                in_flight[0] += 1
+                limited = len(arrivals) < 4
+                arrivals.append((429 if limited else 200, in_flight[0]))
+            try:
+                if limited:
+                    send_json(handler, {"error": "slow down"}, 429, {"retry-after-ms": "200"})
+                else:
+                    time.sleep(0.1)  # the model's latency: requests overlap
+                    send_json(handler, CANNED[received.json["prompt"]])
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_RETRIES="0",
+            EVAL_CONCURRENCY="4",
+            EVAL_RUNS="5",
+            EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
+        )
+        out, err, code = run_cli(env=env)
+        self.assertEqual(code, 0, out + err)
+        answered = [flight for status, flight in arrivals if status == 200]
+        self.assertEqual(len(answered), 50)
+        self.assertLessEqual(max(answered[:2]), 2, arrivals)  # halved after the 429s
+        self.assertEqual(max(answered), 4, arrivals)  # and back up to the ceiling
+        paced = self.read_json("eval-results.json")["manifest"]["rateLimits"]
+        self.assertEqual((paced["rateLimited"], paced["peakConcurrency"], paced["finalConcurrency"]), (4, 4, 4))
+
+
+if __name__ == "__main__":
+    unittest.main()
