@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler
 
 from backends.pacing import Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
 from backends.transport import Transport
+from harness.records import Pacing
+from harness.reporters.console import pace_text
 from tests.support import CANNED, Received, TempDirTestCase, canned, clean_env, run_cli, send_json
 
 NOW = 1_798_014_400.0  # 2026-12-23T08:26:40Z
@@ -121,6 +123,22 @@ class HeaderParsing(unittest.TestCase):
         for body in [b"", b"[]", b'{"error": {"details": "no"}}', b'{"error": {"details": [{"retryDelay": "3s"}]}}']:
             with self.subTest(body=body):
                 self.assertIsNone(retry_delay(body))
+
+
+class ProgressLine(unittest.TestCase):
+    def test_the_progress_line_says_how_the_run_is_paced_only_when_it_is(self) -> None:
+        calm = Pacing(16, 16, 16, 0, 0.0, None, None, 0.0, False)
+        self.assertEqual(pace_text(calm), "")
+        for pacing, text in [
+            (
+                Pacing(16, 6, 16, 3, 1.0, 38, 11.2, 0.0, True),
+                "paced: concurrency 6/16 · 38 requests left, resets in 12 s",
+            ),
+            (Pacing(16, 8, 16, 1, 1.0, None, None, 2.5, True), "paced: concurrency 8/16 · next request in 3 s"),
+            (Pacing(4, 4, 4, 0, 0.0, 1, 0.4, 0.0, True), "paced: concurrency 4/4 · 1 request left, resets in 1 s"),
+        ]:
+            with self.subTest(text=text):
+                self.assertEqual(pace_text(pacing), text)
 
 
 class Holds(TempDirTestCase):
