@@ -165,8 +165,10 @@ class Transport:
                     pacer.release(ticket, None, {})
                 elif response.status == 429:
                     pacer.limited(ticket, err.retry_after)
-                    if err.retry_after is not None and time.monotonic() + err.retry_after <= deadline:
-                        continue  # the provider said how long: the pacer holds every request that long, no retry spent
+                    # The provider said how long (0 is no wait to speak of): the pacer holds every request that long,
+                    # and no retry is spent.
+                    if err.retry_after and time.monotonic() + err.retry_after <= deadline:
+                        continue
                 spent += 1
                 if spent > self.retries:
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
