@@ -266,8 +266,9 @@ def run(argv: Sequence[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     not_run = in_task_order.finish()
     console.finish()
-    if pacer is not None:
-        manifest["rateLimits"] = pacer.state().recorded()
+    pacing = pacer.state() if pacer is not None else None
+    if pacing is not None and pacing.told:  # a replay, or an endpoint that never spoke of its limits, has none to say
+        manifest["rateLimits"] = pacing.recorded()
 
     comparison = None
     if baseline is not None:

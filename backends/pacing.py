@@ -164,6 +164,7 @@ class Pacer:
         self._sent = 0
         self._tokens_sent = 0
         self._calm = True  # nothing said of limits, nothing held, the concurrency at its ceiling: the fast path
+        self._told = False  # whether the endpoint ever said anything of its limits
         self._limits: dict[str, tuple[int, float]] = {}  # kind -> (remaining, when it resets, monotonic)
         self._latest = 0  # the number of the latest attempt whose response set the limits
         self._held_until = 0.0
@@ -252,6 +253,7 @@ class Pacer:
                         spent = later[0] if kind == "requests" else later[1]
                         self._limits[kind] = (allowance.remaining - spent, at + allowance.reset)
                 self._calm = False
+                self._told = True
             if status is not None and 200 <= status < 300 and self._concurrency < self.ceiling:
                 self._successes += 1
                 if self._successes >= self._concurrency:  # one more at a time for each round that went well
@@ -265,7 +267,7 @@ class Pacer:
         the attempts in flight when it first did."""
         with self._lock:
             self._limited += 1
-            self._calm = False
+            self._calm, self._told = False, True
             if wait is not None:
                 self._held_until = max(self._held_until, time.monotonic() + wait)
             if ticket.number > self._cut_at:
@@ -289,6 +291,7 @@ class Pacer:
                 resets_in=requests[1] - now if requests else None,
                 held_for=max(0.0, held),
                 paced=not self._calm,
+                told=self._told,
             )
 
 

@@ -542,7 +542,8 @@ class Pacing:
     requests_left: int | None  # of the provider's request limit, when it said
     resets_in: float | None  # seconds until that limit is whole again, when it said
     held_for: float  # seconds until the next request may go, when none may now
-    paced: bool  # whether anything was held back or slowed
+    paced: bool  # whether anything is held back or slowed now
+    told: bool  # whether the endpoint ever said anything of its limits: a rate-limit header, a 429
 
     def recorded(self) -> dict[str, Any]:
         """What the results record of it: the 429s, the time waited, the peak and final concurrency."""

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import pty
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -16,7 +19,18 @@ from backends.pacing import Allowance, allowances, duration_seconds, reset_secon
 from backends.transport import Transport
 from harness.records import Pacing
 from harness.reporters.console import pace_text
-from tests.support import CANNED, Received, TempDirTestCase, canned, clean_env, run_cli, send_json
+from tests.support import (
+    CANNED,
+    CLI_TIMEOUT,
+    SCRIPT,
+    Received,
+    Respond,
+    TempDirTestCase,
+    canned,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 NOW = 1_798_014_400.0  # 2026-12-23T08:26:40Z
 GEMINI_429 = {
@@ -127,15 +141,18 @@ class HeaderParsing(unittest.TestCase):
 
 class ProgressLine(unittest.TestCase):
     def test_the_progress_line_says_how_the_run_is_paced_only_when_it_is(self) -> None:
-        calm = Pacing(16, 16, 16, 0, 0.0, None, None, 0.0, False)
+        calm = Pacing(16, 16, 16, 0, 0.0, None, None, 0.0, False, False)
         self.assertEqual(pace_text(calm), "")
         for pacing, text in [
             (
-                Pacing(16, 6, 16, 3, 1.0, 38, 11.2, 0.0, True),
+                Pacing(16, 6, 16, 3, 1.0, 38, 11.2, 0.0, True, True),
                 "paced: concurrency 6/16 · 38 requests left, resets in 12 s",
             ),
-            (Pacing(16, 8, 16, 1, 1.0, None, None, 2.5, True), "paced: concurrency 8/16 · next request in 3 s"),
-            (Pacing(4, 4, 4, 0, 0.0, 1, 0.4, 0.0, True), "paced: concurrency 4/4 · 1 request left, resets in 1 s"),
+            (Pacing(16, 8, 16, 1, 1.0, None, None, 2.5, True, True), "paced: concurrency 8/16 · next request in 3 s"),
+            (
+                Pacing(4, 4, 4, 0, 0.0, 1, 0.4, 0.0, True, True),
+                "paced: concurrency 4/4 · 1 request left, resets in 1 s",
+            ),
         ]:
             with self.subTest(text=text):
                 self.assertEqual(pace_text(pacing), text)
@@ -193,6 +210,25 @@ class Holds(TempDirTestCase):
             {**left, "x-ratelimit-remaining-tokens": "50", "x-ratelimit-reset-tokens": "1s"}, prompt
         )
         self.assertGreaterEqual(second - answered, 1.0)
+
+
+def limited_first(count: int) -> tuple[Respond, list[int]]:
+    """An agent whose next `count` requests (the list's one item, which a test may set again) are answered 429 with
+    `retry-after-ms: 100`, the rest as the stub does, each after 50 ms (so that requests overlap)."""
+    lock = threading.Lock()
+    limits = [count]
+
+    def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+        with lock:
+            limited = limits[0] > 0
+            limits[0] -= limited
+        if limited:
+            send_json(handler, {"error": "slow down"}, 429, {"retry-after-ms": "100"})
+        else:
+            time.sleep(0.05)
+            canned(received, handler)
+
+    return respond, limits
 
 
 class RateLimitedRuns(TempDirTestCase):
@@ -261,6 +297,62 @@ class RateLimitedRuns(TempDirTestCase):
         self.assertEqual(max(answered), 4, arrivals)  # and back up to the ceiling
         paced = self.read_json("eval-results.json")["manifest"]["rateLimits"]
         self.assertEqual((paced["rateLimited"], paced["peakConcurrency"], paced["finalConcurrency"]), (4, 4, 4))
+
+    def test_a_run_whose_agent_never_spoke_of_its_limits_records_none(self) -> None:
+        agent = self.serve(canned)
+        env = clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url())
+        _, _, code = run_cli("--out", "eval-results.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0)
+        self.assertNotIn("rateLimits", self.read_json("eval-results.json")["manifest"])
+
+    def test_merge_sums_the_shards_429s_and_waits_and_keeps_the_highest_peak(self) -> None:
+        respond, limits = limited_first(0)
+        agent = self.serve(respond)
+        env = clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url(), EVAL_RETRIES="0")
+        shards = []
+        for k, limited in [(1, 1), (2, 2), (3, 0)]:
+            limits[0] = limited
+            _, err, code = run_cli("--shard", f"{k}/3", "--out", f"s{k}.json", env=env, cwd=self.tmp)
+            self.assertEqual(code, 0, err)
+            shards.append(self.read_json(f"s{k}.json")["manifest"].get("rateLimits"))
+        self.assertEqual([shard and shard["rateLimited"] for shard in shards], [1, 2, None])
+        _, err, code = run_cli("merge", "s1.json", "s2.json", "s3.json", "--out", "merged.json", cwd=self.tmp)
+        self.assertEqual(code, 0, err)
+        first, second, _ = shards
+        self.assertEqual(
+            self.read_json("merged.json")["manifest"]["rateLimits"],
+            {
+                "rateLimited": 3,
+                "waitedMs": round(first["waitedMs"] + second["waitedMs"], 1),
+                "peakConcurrency": max(first["peakConcurrency"], second["peakConcurrency"]),
+                "finalConcurrency": min(first["finalConcurrency"], second["finalConcurrency"]),
+            },
+        )
+
+    def test_a_terminal_s_progress_line_says_how_the_run_is_paced(self) -> None:
+        agent = self.serve(limited_first(4)[0])
+        leader, follower = pty.openpty()
+        self.addCleanup(os.close, leader)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--runs", "3", "--concurrency", "4"],
+            cwd=self.tmp,
+            env=clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url(), EVAL_RETRIES="0"),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+        )
+        os.close(follower)
+        proc.communicate(timeout=CLI_TIMEOUT)
+        terminal = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            terminal += chunk
+        self.assertEqual(proc.returncode, 0)
+        self.assertRegex(terminal.decode(), r"elapsed( · ~\d+:\d\d left)? · paced: concurrency [123]/4")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,9 @@ def merge(
     not_run = [task_id for task_id in order if task_id in not_run]
     manifest = dict(first["manifest"])
     manifest["selection"] = {**manifest["selection"], "shard": None, "mergedShards": count}
+    paced = [doc["manifest"]["rateLimits"] for doc in shards if "rateLimits" in doc["manifest"]]
+    if paced:
+        manifest["rateLimits"] = _rate_limits(paced)
     baseline = _baseline(first.get("baseline"), baseline_path, first_path)
     comparison = None
     if baseline is not None:
@@ -153,6 +156,17 @@ def merge(
         baseline=baseline_record(*baseline) if baseline is not None else None,
     )
     return document, summary, comparison
+
+
+def _rate_limits(paced: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The whole run's rate limits, from the shards' that record them: their 429s and waits summed, the highest peak
+    and the lowest final concurrency (each shard paced its own requests)."""
+    return {
+        "rateLimited": sum(shard["rateLimited"] for shard in paced),
+        "waitedMs": round(sum(shard["waitedMs"] for shard in paced), 1),
+        "peakConcurrency": max(shard["peakConcurrency"] for shard in paced),
+        "finalConcurrency": min(shard["finalConcurrency"] for shard in paced),
+    }
 
 
 def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool) -> dict[str, tuple[Any, Any]]:
