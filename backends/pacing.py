@@ -25,6 +25,13 @@ RATE_LIMIT_WAIT = max(600.0, 10 * RETRY_AFTER_CAP)
 RATE_LIMITED = "reply:rate-limited"
 KINDS = ("requests", "tokens", "input-tokens", "output-tokens")
 DIALECTS = ("x-ratelimit-{part}-{kind}", "anthropic-ratelimit-{kind}-{part}")  # OpenAI (and gateways), Anthropic
+# (kind, the header saying what is left of it, the header saying when it resets), in each dialect
+HEADERS = tuple(
+    (kind, dialect.format(part="remaining", kind=kind), dialect.format(part="reset", kind=kind))
+    for dialect in DIALECTS
+    for kind in KINDS
+)
+REMAINING = frozenset(remaining for _, remaining, _ in HEADERS)
 DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
 DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 PROTO_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")
@@ -83,14 +90,15 @@ def reset_seconds(text: str, now: float) -> float | None:
 def allowances(headers: Mapping[str, str], now: float) -> dict[str, Allowance]:
     """Each limit a response's headers say is left (requests, tokens, input-tokens, output-tokens), in either dialect;
     a limit whose remaining is not a whole number is left out."""
-    found = {}
-    for dialect in DIALECTS:
-        for kind in KINDS:
-            remaining = headers.get(dialect.format(part="remaining", kind=kind))
-            if remaining is None or not remaining.strip().isdigit():
-                continue
-            reset = headers.get(dialect.format(part="reset", kind=kind))
-            found[kind] = Allowance(int(remaining), reset_seconds(reset, now) if reset else None)
+    found: dict[str, Allowance] = {}
+    if REMAINING.isdisjoint(headers):  # what most responses of most agents say: nothing
+        return found
+    for kind, remaining_header, reset_header in HEADERS:
+        remaining = headers.get(remaining_header)
+        if remaining is None or not remaining.strip().isdigit():
+            continue
+        reset = headers.get(reset_header)
+        found[kind] = Allowance(int(remaining), reset_seconds(reset, now) if reset else None)
     return found
 
 
@@ -143,12 +151,9 @@ def told_wait(status: int, headers: Mapping[str, str], body: bytes, now: float) 
     return None if seconds is None else min(seconds, RETRY_AFTER_CAP)
 
 
-@record
-class Ticket:
-    """One attempt let through: its place in the order sent, and the tokens sent up to and with it."""
-
-    number: int
-    tokens_sent: int
+# One attempt let through: its number in the order sent, and the tokens sent up to and with it. A tuple rather than a
+# record: one is made for every attempt, and the fast path is to cost next to nothing.
+Ticket = tuple[int, int]
 
 
 class Pacer:
@@ -196,14 +201,15 @@ class Pacer:
             if not (self._calm and self._in_flight < self._concurrency):
                 self._wait_turn(cost, deadline)
             self._in_flight += 1
-            self._peak = max(self._peak, self._in_flight)
+            if self._in_flight > self._peak:
+                self._peak = self._in_flight
             self._sent += 1
-            self._tokens_sent += sum(cost)
+            self._tokens_sent += cost[0] + cost[1]
             if self._limits:  # what this attempt takes is no longer left to the next
                 costs = _costs(cost)
                 for kind, (remaining, reset) in self._limits.items():
                     self._limits[kind] = (remaining - costs[kind], reset)
-            return Ticket(self._sent, self._tokens_sent)
+            return self._sent, self._tokens_sent
 
     def _wait_turn(self, cost: tuple[int, int], deadline: float) -> None:
         started = time.monotonic()
@@ -244,10 +250,11 @@ class Pacer:
         found = allowances(headers, now) if status is not None else {}
         with self._lock:
             self._in_flight -= 1
-            if found and ticket.number > self._latest:
-                self._latest = ticket.number
+            number, tokens_sent = ticket
+            if found and number > self._latest:
+                self._latest = number
                 at = time.monotonic()
-                later = self._sent - ticket.number, self._tokens_sent - ticket.tokens_sent  # sent since: not counted
+                later = self._sent - number, self._tokens_sent - tokens_sent  # sent since: not counted
                 for kind, allowance in found.items():
                     if allowance.reset is not None:
                         spent = later[0] if kind == "requests" else later[1]
@@ -270,7 +277,7 @@ class Pacer:
             self._calm, self._told = False, True
             if wait is not None:
                 self._held_until = max(self._held_until, time.monotonic() + wait)
-            if ticket.number > self._cut_at:
+            if ticket[0] > self._cut_at:
                 self._concurrency = max(1, min(self._concurrency, self.ceiling, self._in_flight + 1) // 2)
                 self._successes = 0
                 self._cut_at = self._sent
