@@ -3,6 +3,7 @@ spend no retry, the concurrency that halves and comes back, and what the results
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import os
@@ -15,9 +16,10 @@ import unittest
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 
-from backends.pacing import Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
+from backends.pacing import RATE_LIMITED, Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
 from backends.transport import Transport
-from harness.records import Pacing
+from harness import cassette
+from harness.records import BackendError, Pacing
 from harness.reporters.console import pace_text
 from tests.support import (
     CANNED,
@@ -210,6 +212,48 @@ class Holds(TempDirTestCase):
             {**left, "x-ratelimit-remaining-tokens": "50", "x-ratelimit-reset-tokens": "1s"}, prompt
         )
         self.assertGreaterEqual(second - answered, 1.0)
+
+
+class TokenEstimates(TempDirTestCase):
+    def test_a_task_s_next_request_is_estimated_at_what_its_last_one_cost(self) -> None:
+        answered: list[float] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            answered.append(time.monotonic())
+            left = {"x-ratelimit-remaining-tokens": "500", "x-ratelimit-reset-tokens": "1s"}
+            send_json(handler, {"usage": [900, 100]}, headers=left if len(answered) == 1 else {})
+
+        agent = self.serve(respond)
+        transport = Transport(
+            agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20, usage=lambda body: body["usage"]
+        )
+        self.addCleanup(transport.close)
+
+        def two_steps_of_one_task() -> None:
+            cassette.at(cassette.Place("asset-get", 1, 1, 1))
+            transport.post_json({"step": 1})
+            transport.post_json({"step": 2})  # a dozen bytes, but the task's last request cost 1,000 tokens: 500 left
+
+        contextvars.copy_context().run(two_steps_of_one_task)  # where the conversation says it is, for this test only
+        self.assertGreaterEqual(agent.received[1].at - answered[0], 1.0)
+
+    def test_a_request_the_limits_would_hold_past_the_bound_ends_at_once_unsent(self) -> None:
+        spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
+        agent = self.serve(lambda received, handler: send_json(handler, {"ok": True}, headers=spent))
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        self.addCleanup(transport.close)
+        transport.post_json({"n": 1})
+        with self.assertRaises(BackendError) as caught:
+            transport.post_json({"n": 2})
+        self.assertEqual(
+            (caught.exception.code, caught.exception.reason, caught.exception.attempts),
+            (
+                RATE_LIMITED,
+                "the rate limit lets the next request go in 900s, past the 600s a request may wait on rate limits",
+                0,
+            ),
+        )
+        self.assertEqual(len(agent.received), 1)
 
 
 def limited_first(count: int) -> tuple[Respond, list[int]]:
