@@ -37,7 +37,8 @@ TIMEOUT = Setting(
 RETRIES = Setting(
     var="EVAL_RETRIES",
     flag="--retries",
-    help="retries after the first attempt of a connection error, timeout, 429, 502, 503, 504",
+    help="retries after the first attempt of a connection error, timeout, 429, 502, 503, 504; a 429 that says how "
+    "long to wait spends none",
     read=number(int, 0, 10),
     default=2,
     metavar="N",

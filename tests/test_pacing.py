@@ -374,16 +374,13 @@ class RateLimitedRuns(TempDirTestCase):
             },
         )
 
-    def test_a_terminal_s_progress_line_says_how_the_run_is_paced(self) -> None:
-        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
-            left = {"x-ratelimit-remaining-requests": "1000", "x-ratelimit-reset-requests": "1m0s"}
-            send_json(handler, CANNED[received.json["prompt"]], headers=left)
-
+    def on_a_terminal(self, respond: Respond, *args: str) -> str:
+        """What a run against this agent wrote on its terminal (stderr a pty), exiting 0."""
         agent = self.serve(respond)
         leader, follower = pty.openpty()
         self.addCleanup(os.close, leader)
         proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT, "--runs", "3", "--concurrency", "4"],
+            [sys.executable, "-S", SCRIPT, *args],
             cwd=self.tmp,
             env=clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url(), EVAL_RETRIES="0"),
             stdout=subprocess.PIPE,
@@ -401,10 +398,31 @@ class RateLimitedRuns(TempDirTestCase):
                 break
             terminal += chunk
         self.assertEqual(proc.returncode, 0)
+        return terminal.decode()
+
+    def test_a_terminal_s_progress_line_says_how_the_run_is_paced(self) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            left = {"x-ratelimit-remaining-requests": "1000", "x-ratelimit-reset-requests": "1m0s"}
+            send_json(handler, CANNED[received.json["prompt"]], headers=left)
+
+        terminal = self.on_a_terminal(respond, "--runs", "3", "--concurrency", "4")
         self.assertRegex(
-            terminal.decode(),
-            r"elapsed( · ~\d+:\d\d left)? · paced: concurrency 4/4 · \d+ requests left, resets in \d+ s",
+            terminal, r"elapsed( · ~\d+:\d\d left)? · paced: concurrency 4/4 · \d+ requests left, resets in \d+ s"
         )
+
+    def test_a_terminal_s_progress_line_counts_down_a_wait_while_no_trial_ends(self) -> None:
+        limited = [False]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if not limited[0]:
+                limited[0] = True
+                send_json(handler, {"error": "slow down"}, 429, {"Retry-After": "3"})
+            else:
+                canned(received, handler)
+
+        terminal = self.on_a_terminal(respond, "--concurrency", "1")
+        self.assertIn("[0/10] 0 pass · 0 fail · 0 error · 0:0", terminal)
+        self.assertRegex(terminal, r"paced: concurrency 1/1 · next request in [12] s")
 
 
 if __name__ == "__main__":

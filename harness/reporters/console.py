@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from harness.config import Config
 
 REDRAW_EVERY = 0.1  # seconds: often enough to look live, rarely enough to cost nothing
+PACED_REDRAW_EVERY = 1.0  # seconds: how often a paced run's line is redrawn while no trial ends (its wait goes on)
 
 
 def say(line: str) -> None:
@@ -154,21 +156,38 @@ class Console:
     def __init__(self, tasks: Sequence[Task], progress: Progress) -> None:
         self.progress = progress
         self.id_width = max(len(task.id) for task in tasks)
+        self.lock = threading.Lock()  # the line is drawn from the run's thread and, when paced, from the ticker's
+        self.finished = threading.Event()
+        if progress.enabled and progress.pacing is not None:
+            threading.Thread(target=self._tick, daemon=True).start()
 
     def trial(self, status: str) -> None:
         """One more trial done."""
-        self.progress.advance(status)
+        with self.lock:
+            self.progress.advance(status)
 
     def task(self, entry: Mapping[str, Any]) -> None:
         """One more task done, with all its trials."""
-        self.progress.clear()
-        say(task_line(entry, self.id_width))
-        self.progress.draw()
+        with self.lock:
+            self.progress.clear()
+            say(task_line(entry, self.id_width))
+            self.progress.draw()
 
     def finish(self) -> None:
         """Drop the progress line for good."""
-        self.progress.clear()
-        self.progress.enabled = False
+        self.finished.set()
+        with self.lock:
+            self.progress.clear()
+            self.progress.enabled = False
+
+    def _tick(self) -> None:
+        """Redraw the line of a run the rate limits hold back while no trial ends: the wait it shows goes down."""
+        progress = self.progress
+        while not self.finished.wait(PACED_REDRAW_EVERY):
+            with self.lock:
+                late = time.monotonic() - progress.drawn_at >= PACED_REDRAW_EVERY
+                if progress.enabled and late and progress.pacing is not None and progress.pacing().paced:
+                    progress.draw()
 
 
 def _clock(seconds: float) -> str:
