@@ -37,6 +37,8 @@ DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs
 PROTO_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")
 RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
 UNLIMITED = 1 << 30  # the ceiling until the run sets its own
+# seconds: how long the first request after a reset may take to say what is left before the others go regardless
+PROBE_WAIT = 5.0
 
 
 @record
@@ -171,6 +173,7 @@ class Pacer:
         self._calm = True  # nothing said of limits, nothing held, the concurrency at its ceiling: the fast path
         self._told = False  # whether the endpoint ever said anything of its limits
         self._limits: dict[str, tuple[int, float]] = {}  # kind -> (remaining, when it resets, monotonic)
+        self._probing: set[str] = set()  # limits past their reset, until a response says what is left of them
         self._latest = 0  # the number of the latest attempt whose response set the limits
         self._held_until = 0.0
         self._cut_at = 0  # attempts numbered below were sent before the last cut: their 429s do not cut again
@@ -237,9 +240,16 @@ class Pacer:
             return self._held_until - now
         for kind in list(self._limits):
             remaining, reset = self._limits[kind]
+            if reset <= now and kind in self._probing:  # no response said what is left: it goes unheld
+                del self._limits[kind]
+                self._probing.discard(kind)
+                continue
             if reset <= now:
-                del self._limits[kind]  # whole again: what the next response says counts
-            elif remaining < _costs(cost)[kind]:
+                # Past its reset, one request goes first to learn what is left: requests sent after the response
+                # that told the reset may still count, and a window may free one request at a time.
+                remaining, reset = self._limits[kind] = (_costs(cost)[kind], now + PROBE_WAIT)
+                self._probing.add(kind)
+            if remaining < _costs(cost)[kind]:
                 return reset - now
         self._calm = not self._limits and self._concurrency >= self.ceiling
         return 0.0 if self._in_flight < self._concurrency else 1.0
@@ -259,6 +269,7 @@ class Pacer:
                     if allowance.reset is not None:
                         spent = later[0] if kind == "requests" else later[1]
                         self._limits[kind] = (allowance.remaining - spent, at + allowance.reset)
+                        self._probing.discard(kind)
                 self._calm = False
                 self._told = True
             if status is not None and 200 <= status < 300 and self._concurrency < self.ceiling:
