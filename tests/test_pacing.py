@@ -214,6 +214,44 @@ class Holds(TempDirTestCase):
         self.assertGreaterEqual(second - answered, 1.0)
 
 
+class AfterAReset(TempDirTestCase):
+    def test_past_a_reset_one_request_goes_first_and_its_response_lets_the_others_go(self) -> None:
+        lock = threading.Lock()
+        arrivals: list[int] = []  # requests in flight at the fake as each arrived
+        in_flight = [0]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            with lock:
+                in_flight[0] += 1
+                arrivals.append(in_flight[0])
+                first = len(arrivals) == 1
+            time.sleep(0.2)
+            left = {"x-ratelimit-remaining-requests": "0" if first else "50", "x-ratelimit-reset-requests": "1s"}
+            with lock:
+                in_flight[0] -= 1
+            send_json(handler, {"ok": True}, headers=left)
+
+        agent = self.serve(respond)
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        transport.pacer.open(4)
+        transport.post_json({"n": 0})  # none left, for a second
+        self.addCleanup(transport.close)
+
+        def post(n: int) -> None:
+            try:
+                transport.post_json({"n": n})
+            finally:
+                transport.close()  # this thread's connection
+
+        threads = [threading.Thread(target=post, args=(n,)) for n in range(1, 5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        self.assertEqual(arrivals[1:3], [1, 1], arrivals)  # the first past the reset alone, and done before the next
+        self.assertEqual(len(arrivals), 5)
+
+
 class TokenEstimates(TempDirTestCase):
     def test_a_task_s_next_request_is_estimated_at_what_its_last_one_cost(self) -> None:
         answered: list[float] = []
