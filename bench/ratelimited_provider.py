@@ -154,6 +154,7 @@ class Counts:
     rate_limited: int
     resends: int
     peak_in_flight: int
+    tokens: int  # charged for the requests admitted: their input and output
 
 
 class RateLimitedProvider:
@@ -172,7 +173,7 @@ class RateLimitedProvider:
         self.clock = clock
         with open(CANNED_FILE, encoding="utf-8") as f:
             self.canned: dict[str, Any] = json.load(f)
-        self.requests = self.rate_limited = self.resends = 0
+        self.requests = self.rate_limited = self.resends = self.tokens = 0
         self.in_flight = self.peak_in_flight = 0
         self.admitted: set[str] = set()  # the SHA-256 of each body admitted, by path
         self.replies = 0
@@ -218,7 +219,7 @@ class RateLimitedProvider:
 
     def counts(self) -> Counts:
         """What it saw so far."""
-        return Counts(self.requests, self.rate_limited, self.resends, self.peak_in_flight)
+        return Counts(self.requests, self.rate_limited, self.resends, self.peak_in_flight, self.tokens)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One keep-alive connection: requests one after another until the client closes it."""
@@ -284,6 +285,7 @@ class RateLimitedProvider:
             self.rate_limited += 1
             return 429, {**limits, **self._retry_after(provider, refusal.wait)}, self._over(provider, refusal)
         self.admitted.add(key)
+        self.tokens += input_tokens + output_tokens
         usage = (
             {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}
             if provider == "openai"
