@@ -1,7 +1,7 @@
 """A provider run against its rate limit: 1,000 tasks against the rate-limited fake (bench/ratelimited_provider.py) at
 600 requests and 60,000 tokens a minute and 300 ms of model latency, at each concurrency ceiling from 4 to 64.
 
-Run: python3 bench/rate_limits.py                      (about 6 minutes: the runs go 6 at a time)
+Run: python3 bench/rate_limits.py                      (about 6 minutes: 12 runs, 6 at a time)
      python3 bench/rate_limits.py --peers              (and promptfoo and inspect-ai, installed under /tmp)
      python3 bench/rate_limits.py --harness PATH --fixed-rev REV --ceilings 4,64 --jobs 4
 
@@ -12,9 +12,10 @@ not by the CPU (ten requests a second). Runs:
   "fixed": the harness at --fixed-rev (default: main before issue 26's pacing), from a `git worktree` of that commit
   with --peers, promptfoo (npm) and inspect-ai (PyPI) at every ceiling, each with its documented rate-limit settings
 
-The floor is what the limits allow: the requests over the requests a second (1,000 / 10 = 100 s), or the tokens the
-fake charged for the run's admitted requests over the tokens a second, whichever is longer; the fake enforces a
-minute's budget over a sliding one-second window, so a burst cannot beat it by more than that second. Targets (issue
+The floor is what the limits allow: the tasks answered over the requests a second (1,000 / 10 = 100 s when none
+failed; a failed task shortens the run, so it is left out of the floor too), or the tokens the fake charged for the
+run's admitted requests over the tokens a second, whichever is longer; the fake enforces a minute's budget over a
+sliding one-second window, so a burst cannot beat it by more than that second. Targets (issue
 26): wall <= 1.10x the floor, at most 1% of requests answered 429, no successful request sent again, no task failed.
 """
 
@@ -56,8 +57,10 @@ class Limits:
         return RateLimitedProvider(self.requests_per_minute, self.tokens_per_minute, self.latency)
 
     def floor(self, counts: Counts) -> tuple[float, float]:
-        """(the requests' floor, the tokens' floor) in seconds."""
-        return self.tasks / (self.requests_per_minute / 60), counts.tokens / (self.tokens_per_minute / 60)
+        """(the requests' floor, the tokens' floor) in seconds, for the tasks the run got answered: all of them when
+        none failed (a task that gave up early shortens the run, not the time its answers took)."""
+        answered = counts.requests - counts.rate_limited - counts.resends
+        return answered / (self.requests_per_minute / 60), counts.tokens / (self.tokens_per_minute / 60)
 
 
 @dataclass(frozen=True)
