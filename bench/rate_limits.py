@@ -154,8 +154,8 @@ def verdict(ok: bool) -> str:
 
 def table(runs: list[Run], limits: Limits) -> None:
     print(
-        "run                         ceiling   wall s  floor s  ratio  requests   429s  share  resends  failed  peak"
-        "   wall   429s  resends  failed"
+        "run                         ceiling   wall s  floor s (requests, tokens)  ratio  requests   429s  share"
+        "  resends  failed  peak   wall   429s  resends  failed"
     )
     for run in runs:
         head = f"{run.who + ' ' + run.backend:<28}{run.ceiling:>7}"
@@ -163,11 +163,13 @@ def table(runs: list[Run], limits: Limits) -> None:
             print(f"{head}   did not run: {run.failure}")
             continue
         counts = run.counts
-        floor = max(limits.floor(counts))
+        by_requests, by_tokens = limits.floor(counts)
+        floor = max(by_requests, by_tokens)
         ratio = run.wall / floor
         share = counts.rate_limited / counts.requests if counts.requests else 0.0
         print(
-            f"{head} {run.wall:>8.1f} {floor:>8.1f} {ratio:>6.2f} {counts.requests:>9} {counts.rate_limited:>6}"
+            f"{head} {run.wall:>8.1f} {floor:>8.1f} ({by_requests:>6.1f}, {by_tokens:>5.1f})"
+            f"      {ratio:>6.2f} {counts.requests:>9} {counts.rate_limited:>6}"
             f" {share:>6.1%} {counts.resends:>8} {run.failed:>7} {counts.peak_in_flight:>5}"
             f"   {verdict(ratio <= MAX_RATIO)}   {verdict(share <= MAX_429_SHARE)}   {verdict(counts.resends == 0):>4}"
             f"     {verdict(run.failed == 0)}"
