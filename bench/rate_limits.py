@@ -2,7 +2,7 @@
 600 requests and 60,000 tokens a minute and 300 ms of model latency, at each concurrency ceiling from 4 to 64.
 
 Run: python3 bench/rate_limits.py                      (about 6 minutes: 12 runs, 6 at a time)
-     python3 bench/rate_limits.py --peers              (and promptfoo and inspect-ai, installed under /tmp)
+     python3 bench/rate_limits.py --peers              (and promptfoo and inspect-ai, installed under /tmp: 14 minutes)
      python3 bench/rate_limits.py --harness PATH --fixed-rev REV --ceilings 4,64 --jobs 4
 
 Each run is the harness (or a peer) as a process of its own against a fake of its own, on a port of its own, so that
@@ -15,8 +15,9 @@ not by the CPU (ten requests a second). Runs:
 The floor is what the limits allow: the tasks answered over the requests a second (1,000 / 10 = 100 s when none
 failed; a failed task shortens the run, so it is left out of the floor too), or the tokens the fake charged for the
 run's admitted requests over the tokens a second, whichever is longer; the fake enforces a minute's budget over a
-sliding one-second window, so a burst cannot beat it by more than that second. Targets (issue
-26): wall <= 1.10x the floor, at most 1% of requests answered 429, no successful request sent again, no task failed.
+sliding one-second window, so a burst cannot beat it by more than that second.
+Targets (issue 26): wall <= 1.10x the floor, at most 1% of requests answered 429, no successful request sent again,
+no task failed.
 """
 
 from __future__ import annotations
