@@ -39,6 +39,11 @@ RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\
 UNLIMITED = 1 << 30  # the ceiling until the run sets its own
 # seconds: how long the first request after a reset may take to say what is left before the others go regardless
 PROBE_WAIT = 5.0
+# A limit's header gives the minute's figure (requests or tokens per minute: OpenAI and Anthropic alike): requests are
+# spaced to this share of it, so that a window the provider enforces over less than a minute is never overrun.
+PER_MINUTE = 60.0
+SAFETY = 0.98
+LIMITS = tuple((kind, dialect.format(part="limit", kind=kind)) for dialect in DIALECTS for kind in KINDS)
 
 
 @record
@@ -104,6 +109,16 @@ def allowances(headers: Mapping[str, str], now: float) -> dict[str, Allowance]:
     return found
 
 
+def rates(headers: Mapping[str, str]) -> dict[str, float]:
+    """Each limit's rate a second, from the minute's figure its `limit` header says (positive whole numbers only)."""
+    found = {}
+    for kind, header in LIMITS:
+        limit = headers.get(header, "").strip()
+        if limit.isdigit() and int(limit) > 0:
+            found[kind] = int(limit) / PER_MINUTE * SAFETY
+    return found
+
+
 def retry_after_seconds(value: str | None, now: float) -> float | None:
     """Seconds to wait per a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
     value = (value or "").strip()
@@ -153,9 +168,9 @@ def told_wait(status: int, headers: Mapping[str, str], body: bytes, now: float) 
     return None if seconds is None else min(seconds, RETRY_AFTER_CAP)
 
 
-# One attempt let through: its number in the order sent, and the tokens sent up to and with it. A tuple rather than a
-# record: one is made for every attempt, and the fast path is to cost next to nothing.
-Ticket = tuple[int, int]
+# One attempt let through: its number in the order sent, the tokens sent up to and with it, and when it went
+# (monotonic). A tuple rather than a record: one is made for every attempt, and the fast path is to cost nothing.
+Ticket = tuple[int, int, float]
 
 
 class Pacer:
@@ -170,9 +185,14 @@ class Pacer:
         self._peak = 0
         self._sent = 0
         self._tokens_sent = 0
-        self._calm = True  # nothing said of limits, nothing held, the concurrency at its ceiling: the fast path
+        # Nothing said of limits, nothing held, the concurrency at its ceiling, a response heard: the fast path.
+        self._calm = False
+        self._heard = False  # a first response came: until then one request goes alone, to learn the limits
         self._told = False  # whether the endpoint ever said anything of its limits
-        self._limits: dict[str, tuple[int, float]] = {}  # kind -> (remaining, when it resets, monotonic)
+        # kind -> (remaining, when it resets, when the request that said so went: monotonic)
+        self._limits: dict[str, tuple[int, float, float]] = {}
+        self._rates: dict[str, float] = {}  # kind -> what it allows a second, from its limit header
+        self._next: dict[str, float] = {}  # kind -> when the next request may go by its rate (monotonic)
         self._probing: set[str] = set()  # limits past their reset, until a response says what is left of them
         self._latest = 0  # the number of the latest attempt whose response set the limits
         self._held_until = 0.0
@@ -182,6 +202,8 @@ class Pacer:
         self._limited = 0
         self._waited = 0.0
         self._usage: dict[str, tuple[int, int]] = {}  # a task's last request's (input, output) tokens
+        self._per_byte: float | None = None  # input tokens a byte of request, as the responses reported them
+        self._output = 0  # output tokens of the latest response that reported them
 
     def open(self, ceiling: int) -> None:
         """Start a run of at most `ceiling` requests at a time."""
@@ -189,13 +211,22 @@ class Pacer:
             self.ceiling = self._concurrency = ceiling
 
     def estimate(self, task: str | None, size: int) -> tuple[int, int]:
-        """A request's (input, output) tokens: what the task's last request cost, else a quarter of its size in
-        bytes."""
-        return self._usage.get(task or "") or (size // 4, 0)
+        """A request's (input, output) tokens: what the task's last request cost, else its size at the tokens a byte
+        the endpoint's requests cost so far (a quarter of a token before any said)."""
+        known = self._usage.get(task or "")
+        if known:
+            return known
+        per_byte = self._per_byte
+        return (size // 4, 0) if per_byte is None else (round(size * per_byte), self._output)
 
-    def spent(self, task: str | None, usage: tuple[int, int]) -> None:
-        """What a task's request cost, for the estimate of its next one; kept only against a limit on tokens."""
-        if self._limits.keys() & {"tokens", "input-tokens", "output-tokens"}:
+    def spent(self, task: str | None, usage: tuple[int, int], size: int = 0) -> None:
+        """What a request of `size` bytes cost, for the estimates of the next: the task's, kept only against a limit on
+        tokens, and the endpoint's tokens a byte."""
+        if size > 0:
+            per_byte = usage[0] / size
+            self._per_byte = per_byte if self._per_byte is None else (self._per_byte * 3 + per_byte) / 4
+            self._output = usage[1]
+        if self._limits.keys() & {"tokens", "input-tokens", "output-tokens"} or self._rates.keys() - {"requests"}:
             self._usage[task or ""] = usage
 
     def acquire(self, cost: tuple[int, int], deadline: float) -> Ticket:
@@ -208,11 +239,14 @@ class Pacer:
                 self._peak = self._in_flight
             self._sent += 1
             self._tokens_sent += cost[0] + cost[1]
-            if self._limits:  # what this attempt takes is no longer left to the next
+            now = time.monotonic()
+            if self._limits or self._rates:  # what this attempt takes is no longer left to the next
                 costs = _costs(cost)
-                for kind, (remaining, reset) in self._limits.items():
-                    self._limits[kind] = (remaining - costs[kind], reset)
-            return self._sent, self._tokens_sent
+                for kind, (remaining, reset, at) in self._limits.items():
+                    self._limits[kind] = (remaining - costs[kind], reset, at)
+                for kind, rate in self._rates.items():
+                    self._next[kind] = max(self._next.get(kind, now), now) + costs[kind] / rate
+            return self._sent, self._tokens_sent, now
 
     def _wait_turn(self, cost: tuple[int, int], deadline: float) -> None:
         started = time.monotonic()
@@ -238,8 +272,24 @@ class Pacer:
         """Seconds until this attempt may go (a slot's wait is a notify's: a second at most), or 0 now."""
         if now < self._held_until:
             return self._held_until - now
+        if not self._heard and self._in_flight:
+            return 1.0  # the first response says what the limits are: a notify's wait
+        spaced = max(self._next.values(), default=0.0)
+        if spaced > now:
+            return spaced - now
+        costs = _costs(cost)
         for kind in list(self._limits):
-            remaining, reset = self._limits[kind]
+            remaining, reset, at = self._limits[kind]
+            rate = self._rates.get(kind)
+            if rate is not None:
+                # What is left refills at the limit's rate since the request that said so went, whole at its reset.
+                if reset <= now:
+                    del self._limits[kind]
+                    continue
+                left = remaining + rate * (now - at)
+                if left < costs[kind]:
+                    return min(reset - now, (costs[kind] - left) / rate)
+                continue
             if reset <= now and kind in self._probing:  # no response said what is left: it goes unheld
                 del self._limits[kind]
                 self._probing.discard(kind)
@@ -247,11 +297,11 @@ class Pacer:
             if reset <= now:
                 # Past its reset, one request goes first to learn what is left: requests sent after the response
                 # that told the reset may still count, and a window may free one request at a time.
-                remaining, reset = self._limits[kind] = (_costs(cost)[kind], now + PROBE_WAIT)
+                remaining, reset, at = self._limits[kind] = (costs[kind], now + PROBE_WAIT, now)
                 self._probing.add(kind)
-            if remaining < _costs(cost)[kind]:
+            if remaining < costs[kind]:
                 return reset - now
-        self._calm = not self._limits and self._concurrency >= self.ceiling
+        self._calm = self._heard and not self._limits and not self._rates and self._concurrency >= self.ceiling
         return 0.0 if self._in_flight < self._concurrency else 1.0
 
     def release(self, ticket: Ticket, status: int | None, headers: Mapping[str, str]) -> None:
@@ -260,15 +310,17 @@ class Pacer:
         found = allowances(headers, now) if status is not None else {}
         with self._lock:
             self._in_flight -= 1
-            number, tokens_sent = ticket
+            self._heard = True
+            number, tokens_sent, went = ticket
             if found and number > self._latest:
                 self._latest = number
                 at = time.monotonic()
                 later = self._sent - number, self._tokens_sent - tokens_sent  # sent since: not counted
+                self._rates.update(rates(headers))
                 for kind, allowance in found.items():
                     if allowance.reset is not None:
                         spent = later[0] if kind == "requests" else later[1]
-                        self._limits[kind] = (allowance.remaining - spent, at + allowance.reset)
+                        self._limits[kind] = (allowance.remaining - spent, at + allowance.reset, went)
                         self._probing.discard(kind)
                 self._calm = False
                 self._told = True

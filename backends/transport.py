@@ -135,10 +135,10 @@ class Transport:
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))
         return self._outcome(
-            cassette.exchange(wire, lambda: self._sent(request, cost, task), self.hidden, shape=_recorded)
+            cassette.exchange(wire, lambda: self._sent(request, cost, task, len(body)), self.hidden, shape=_recorded)
         )
 
-    def _sent(self, request: bytes, cost: tuple[int, int], task: str | None) -> dict[str, Any]:
+    def _sent(self, request: bytes, cost: tuple[int, int], task: str | None, size: int) -> dict[str, Any]:
         """The final outcome of the request, paced and retried as need be, as JSON: the last response, or the error that
         ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded."""
         pacer = self.pacer
@@ -158,7 +158,7 @@ class Transport:
                 outcome = _response_json(response, attempt)
                 body = outcome.get("body")
                 if self.usage is not None and isinstance(body, dict) and (usage := self.usage(body)):
-                    pacer.spent(task, usage)
+                    pacer.spent(task, usage, size)
                 return outcome
             except RetryableError as err:
                 if response is None:

@@ -4,6 +4,7 @@ spend no retry, the concurrency that halves and comes back, and what the results
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import math
 import os
@@ -250,6 +251,78 @@ class AfterAReset(TempDirTestCase):
             thread.join(timeout=30)
         self.assertEqual(arrivals[1:3], [1, 1], arrivals)  # the first past the reset alone, and done before the next
         self.assertEqual(len(arrivals), 5)
+
+
+class Spacing(TempDirTestCase):
+    """Requests spread at the rate a limit header allows a second, and the first one alone."""
+
+    def arrivals(self, headers: dict[str, str], requests: int, ceiling: int = 4) -> list[tuple[float, int]]:
+        """(when each request arrived, how many were in flight then) at a fake answering 0.1 s later with headers."""
+        lock = threading.Lock()
+        seen: list[tuple[float, int]] = []
+        in_flight = [0]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            with lock:
+                in_flight[0] += 1
+                seen.append((time.monotonic(), in_flight[0]))
+            time.sleep(0.1)
+            with lock:
+                in_flight[0] -= 1
+            send_json(handler, {"ok": True}, headers=headers)
+
+        agent = self.serve(respond)
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        transport.pacer.open(ceiling)
+
+        def post(n: int) -> None:
+            try:
+                transport.post_json({"n": n})
+            finally:
+                transport.close()  # this thread's connection
+
+        threads = [threading.Thread(target=post, args=(n,)) for n in range(requests)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        self.assertEqual(len(seen), requests)
+        return seen
+
+    def test_requests_go_no_faster_than_the_minutes_limit_spread_over_it(self) -> None:
+        # 120 a minute, 110 left: nothing is spent, yet a window shorter than the minute must not see a burst.
+        headers = {
+            "x-ratelimit-limit-requests": "120",
+            "x-ratelimit-remaining-requests": "110",
+            "x-ratelimit-reset-requests": "5s",
+        }
+        seen = self.arrivals(headers, 5)
+        gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(seen[1:])]
+        for gap in gaps:
+            self.assertGreaterEqual(gap, 0.45, gaps)  # 0.51 s apart, less what the server's clock adds between
+
+    def test_the_first_request_goes_alone_and_the_rest_as_the_ceiling_allows(self) -> None:
+        seen = self.arrivals({}, 8)
+        self.assertEqual(seen[0][1], 1)
+        self.assertGreater(max(flying for _, flying in seen[1:]), 1, seen)
+
+    def test_a_request_is_estimated_at_the_tokens_a_byte_the_endpoints_requests_cost(self) -> None:
+        agent = self.serve(
+            lambda received, handler: send_json(handler, {"usage": {"prompt_tokens": 25, "completion_tokens": 7}})
+        )
+        transport = Transport(
+            agent.url(),
+            headers={},
+            timeout=10,
+            retries=0,
+            max_response_bytes=1 << 20,
+            usage=lambda body: (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]),
+        )
+        self.addCleanup(transport.close)
+        body = {"prompt": "x" * 990}  # 1,003 bytes as sent: 25 tokens is about 0.025 a byte
+        self.assertEqual(transport.pacer.estimate("t", 1003), (250, 0))  # nothing said yet: a quarter of a byte
+        transport.post_json(body)
+        self.assertEqual(transport.pacer.estimate("another task", 1003), (25, 7))
 
 
 class TokenEstimates(TempDirTestCase):
