@@ -12,6 +12,7 @@ to the run's EVAL_CONCURRENCY. An endpoint that says nothing of its limits costs
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -44,6 +45,9 @@ PROBE_WAIT = 5.0
 PER_MINUTE = 60.0
 SAFETY = 0.98
 LIMITS = tuple((kind, dialect.format(part="limit", kind=kind)) for dialect in DIALECTS for kind in KINDS)
+# A limit's figure as the pacer reads it: ASCII digits (str.isdigit takes `²`, which int() refuses), few enough that
+# int() takes them and a float holds them exactly; a longer one is no limit anyone has.
+COUNT = re.compile(r"\d{1,15}", re.ASCII)
 
 
 @record
@@ -64,8 +68,8 @@ def duration_seconds(text: str) -> float | None:
         parts = DURATION_PART.findall(text)
         if not parts or "".join(number + unit for number, unit in parts) != text:
             return None
-        return sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
-    return seconds if seconds >= 0 else None
+        seconds = sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
+    return seconds if 0 <= seconds < math.inf else None  # `nan`, `inf`, `1e999`: no duration
 
 
 def timestamp(text: str) -> float | None:
@@ -102,7 +106,7 @@ def allowances(headers: Mapping[str, str], now: float) -> dict[str, Allowance]:
         return found
     for kind, remaining_header, reset_header in HEADERS:
         remaining = headers.get(remaining_header)
-        if remaining is None or not remaining.strip().isdigit():
+        if remaining is None or not COUNT.fullmatch(remaining.strip()):
             continue
         reset = headers.get(reset_header)
         found[kind] = Allowance(int(remaining), reset_seconds(reset, now) if reset else None)
@@ -114,7 +118,7 @@ def rates(headers: Mapping[str, str]) -> dict[str, float]:
     found = {}
     for kind, header in LIMITS:
         limit = headers.get(header, "").strip()
-        if limit.isdigit() and int(limit) > 0:
+        if COUNT.fullmatch(limit) and int(limit) > 0:
             found[kind] = int(limit) / PER_MINUTE * SAFETY
     return found
 

@@ -215,6 +215,43 @@ class Holds(TempDirTestCase):
         self.assertGreaterEqual(second - answered, 1.0)
 
 
+class HostileHeaders(TempDirTestCase):
+    def test_limit_headers_no_one_can_read_are_never_a_crash_nor_a_hold(self) -> None:
+        huge = "9" * 5000  # past int()'s 4,300 digits
+        wide = "9" * 400  # past a float's range
+        for headers in [
+            {"x-ratelimit-remaining-requests": "\u00b2", "x-ratelimit-reset-requests": "1s"},  # isdigit, not int()
+            {"x-ratelimit-remaining-requests": huge, "x-ratelimit-reset-requests": "1s"},
+            {"x-ratelimit-limit-requests": "\u00b2", "x-ratelimit-remaining-requests": "5"},
+            {"x-ratelimit-limit-requests": huge, "x-ratelimit-remaining-requests": "5"},
+            {"x-ratelimit-limit-requests": wide, "x-ratelimit-remaining-requests": "5"},
+            {
+                "x-ratelimit-limit-requests": "60",
+                "x-ratelimit-remaining-requests": wide,
+                "x-ratelimit-reset-requests": "1s",
+            },
+            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "inf"},
+            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1e999"},
+            {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wide + "s"},
+        ]:
+            with self.subTest(headers={name: value[:12] for name, value in headers.items()}):
+                transport = self.transport_answering_first_with(headers)
+                self.assertEqual(transport.post_json({"n": 1}), ({"ok": True}, 1))
+                self.assertEqual(transport.post_json({"n": 2}), ({"ok": True}, 1))  # no crash, no hold to the bound
+
+    def transport_answering_first_with(self, headers: dict[str, str]) -> Transport:
+        """A Transport to a fake that answers its first request with these headers and the others with none."""
+        answered: list[Received] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            answered.append(received)
+            send_json(handler, {"ok": True}, headers=headers if len(answered) == 1 else {})
+
+        transport = Transport(self.serve(respond).url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
+        self.addCleanup(transport.close)
+        return transport
+
+
 class AfterAReset(TempDirTestCase):
     def test_past_a_reset_one_request_goes_first_and_its_response_lets_the_others_go(self) -> None:
         lock = threading.Lock()
