@@ -310,44 +310,50 @@ class Pacer:
 
     def release(self, ticket: Ticket, status: int | None, headers: Mapping[str, str]) -> None:
         """An attempt is over: its response's status and headers (None when it got none) say what is left."""
-        now = time.time()
-        found = allowances(headers, now) if status is not None else {}
+        found = allowances(headers, time.time()) if status is not None else {}
         with self._lock:
-            self._in_flight -= 1
-            self._heard = True
-            number, tokens_sent, went = ticket
-            if found and number > self._latest:
-                self._latest = number
-                at = time.monotonic()
-                later = self._sent - number, self._tokens_sent - tokens_sent  # sent since: not counted
-                self._rates.update(rates(headers))
-                for kind, allowance in found.items():
-                    if allowance.reset is not None:
-                        spent = later[0] if kind == "requests" else later[1]
-                        self._limits[kind] = (allowance.remaining - spent, at + allowance.reset, went)
-                        self._probing.discard(kind)
-                self._calm = False
-                self._told = True
-            if status is not None and 200 <= status < 300 and self._concurrency < self.ceiling:
-                self._successes += 1
-                if self._successes >= self._concurrency:  # one more at a time for each round that went well
-                    self._concurrency += 1
-                    self._successes = 0
-            if self._waiting:
-                self._turn.notify_all()
+            self._release(ticket, status, headers, found)
 
-    def limited(self, ticket: Ticket, wait: float | None) -> None:
-        """A 429: no request goes for `wait` seconds (when the provider said), and the concurrency halves, once for
-        the attempts in flight when it first did."""
+    def _release(
+        self, ticket: Ticket, status: int | None, headers: Mapping[str, str], found: dict[str, Allowance]
+    ) -> None:
+        self._in_flight -= 1
+        self._heard = True
+        number, tokens_sent, went = ticket
+        if found and number > self._latest:
+            self._latest = number
+            at = time.monotonic()
+            later = self._sent - number, self._tokens_sent - tokens_sent  # sent since: not counted
+            self._rates.update(rates(headers))
+            for kind, allowance in found.items():
+                if allowance.reset is not None:
+                    spent = later[0] if kind == "requests" else later[1]
+                    self._limits[kind] = (allowance.remaining - spent, at + allowance.reset, went)
+                    self._probing.discard(kind)
+            self._calm = False
+            self._told = True
+        if status is not None and 200 <= status < 300 and self._concurrency < self.ceiling:
+            self._successes += 1
+            if self._successes >= self._concurrency:  # one more at a time for each round that went well
+                self._concurrency += 1
+                self._successes = 0
+        if self._waiting:
+            self._turn.notify_all()
+
+    def limited(self, ticket: Ticket, wait: float | None, headers: Mapping[str, str]) -> None:
+        """A 429 ends an attempt: no request goes for `wait` seconds (when the provider said), and the concurrency
+        halves, once for the attempts in flight when it first did; held before any request waiting hears of it."""
+        found = allowances(headers, time.time())
         with self._lock:
             self._limited += 1
             self._calm, self._told = False, True
             if wait is not None:
                 self._held_until = max(self._held_until, time.monotonic() + wait)
             if ticket[0] > self._cut_at:
-                self._concurrency = max(1, min(self._concurrency, self.ceiling, self._in_flight + 1) // 2)
+                self._concurrency = max(1, min(self._concurrency, self.ceiling, self._in_flight) // 2)
                 self._successes = 0
                 self._cut_at = self._sent
+            self._release(ticket, 429, headers, found)
 
     def state(self) -> Pacing:
         """How the endpoint is paced now, and what pacing it took so far."""

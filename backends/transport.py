@@ -153,7 +153,8 @@ class Transport:
             response = None
             try:
                 response = self._attempt(request)
-                pacer.release(ticket, response.status, response.headers)
+                if response.status != 429:  # a 429's hold comes with its release (limited), before any other goes
+                    pacer.release(ticket, response.status, response.headers)
                 self._check(response)
                 outcome = _response_json(response, attempt)
                 body = outcome.get("body")
@@ -164,7 +165,7 @@ class Transport:
                 if response is None:
                     pacer.release(ticket, None, {})
                 elif response.status == 429:
-                    pacer.limited(ticket, err.retry_after)
+                    pacer.limited(ticket, err.retry_after, response.headers)
                     # The provider said how long (0 is no wait to speak of): the pacer holds every request that long,
                     # and no retry is spent.
                     if err.retry_after and time.monotonic() + err.retry_after <= deadline:

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import pty
+import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ from tests.support import (
     clean_env,
     run_cli,
     send_json,
+    stop_signals_as_from_a_terminal,
 )
 
 NOW = 1_798_014_400.0  # 2026-12-23T08:26:40Z
@@ -250,6 +252,41 @@ class HostileHeaders(TempDirTestCase):
         transport = Transport(self.serve(respond).url(), headers={}, timeout=10, retries=0, max_response_bytes=1 << 20)
         self.addCleanup(transport.close)
         return transport
+
+
+class Interrupted(TempDirTestCase):
+    def test_ctrl_c_while_the_rate_limits_hold_every_request_ends_the_run_at_once_with_its_results(self) -> None:
+        spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50s"}
+        for held_by, concurrency in itertools.product(("retry-after", "reset"), ("1", "4")):
+            with self.subTest(held_by=held_by, concurrency=concurrency):
+
+                def respond(received: Received, handler: BaseHTTPRequestHandler, held_by: str = held_by) -> None:
+                    if held_by == "retry-after":
+                        send_json(handler, {"error": "slow down"}, 429, {"Retry-After": "60"})
+                    else:
+                        send_json(handler, CANNED[received.json["prompt"]], headers=spent)
+
+                self.interrupt_when_held(respond, concurrency)
+
+    def interrupt_when_held(self, respond: Respond, concurrency: str) -> None:
+        agent = self.serve(respond)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT],
+            cwd=self.tmp,
+            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY=concurrency, EVAL_RESULTS="r.json"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        agent.wait_for_requests(1)
+        time.sleep(0.5)  # the response heard: every request is now held for 50 s or more
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=25)  # half the hold: a run that waits it out does not get here
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertEqual(len(agent.received), 1)
+        self.assertTrue(self.read_json("r.json")["interrupted"])
 
 
 class AfterAReset(TempDirTestCase):
