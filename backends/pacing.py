@@ -38,7 +38,8 @@ DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs
 PROTO_DURATION = re.compile(r"(\d+(?:\.\d+)?)s")
 RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", re.IGNORECASE)
 UNLIMITED = 1 << 30  # the ceiling until the run sets its own
-# seconds: how long the first request after a reset may take to say what is left before the others go regardless
+# seconds: how long the run's first request, or the first after a reset, may take to say what is left before the
+# others go regardless
 PROBE_WAIT = 5.0
 # A limit's header gives the minute's figure (requests or tokens per minute: OpenAI and Anthropic alike): requests are
 # spaced to this share of it, so that a window the provider enforces over less than a minute is never overrun.
@@ -192,6 +193,7 @@ class Pacer:
         # Nothing said of limits, nothing held, the concurrency at its ceiling, a response heard: the fast path.
         self._calm = False
         self._heard = False  # a first response came: until then one request goes alone, to learn the limits
+        self._first_until = 0.0  # when the others go regardless, if the first request's response has not come
         self._told = False  # whether the endpoint ever said anything of its limits
         # kind -> (remaining, when it resets, when the request that said so went: monotonic)
         self._limits: dict[str, tuple[int, float, float]] = {}
@@ -244,6 +246,8 @@ class Pacer:
             self._sent += 1
             self._tokens_sent += cost[0] + cost[1]
             now = time.monotonic()
+            if self._sent == 1:
+                self._first_until = now + PROBE_WAIT
             if self._limits or self._rates:  # what this attempt takes is no longer left to the next
                 costs = _costs(cost)
                 for kind, (remaining, reset, at) in self._limits.items():
@@ -276,8 +280,8 @@ class Pacer:
         """Seconds until this attempt may go (a slot's wait is a notify's: a second at most), or 0 now."""
         if now < self._held_until:
             return self._held_until - now
-        if not self._heard and self._in_flight:
-            return 1.0  # the first response says what the limits are: a notify's wait
+        if not self._heard and self._in_flight and now < self._first_until:
+            return 1.0  # the first response says what the limits are (a notify's wait), unless it is slow to come
         spaced = max(self._next.values(), default=0.0)
         if spaced > now:
             return spaced - now

@@ -327,6 +327,36 @@ class AfterAReset(TempDirTestCase):
         self.assertEqual(len(arrivals), 5)
 
 
+class FirstRequest(TempDirTestCase):
+    def test_a_first_request_that_hangs_holds_the_others_no_longer_than_a_probe_may_take(self) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["n"] == 0:
+                agent.release.wait(CLI_TIMEOUT)  # the first hangs until the test ends (or its 60 s timeout)
+            send_json(handler, {"ok": True})
+
+        agent = self.serve(respond)
+        transport = Transport(agent.url(), headers={}, timeout=CLI_TIMEOUT, retries=0, max_response_bytes=1 << 20)
+        transport.pacer.open(4)
+
+        def post(n: int) -> None:
+            try:
+                transport.post_json({"n": n})
+            finally:
+                transport.close()  # this thread's connection
+
+        threads = [threading.Thread(target=post, args=(n,)) for n in range(3)]
+        threads[0].start()
+        agent.wait_for_requests(1)
+        for thread in threads[1:]:
+            thread.start()
+        try:
+            agent.wait_for_requests(3, timeout=20)  # the others go while the first still hangs
+        finally:
+            agent.release.set()
+            for thread in threads:
+                thread.join(timeout=CLI_TIMEOUT)
+
+
 class Spacing(TempDirTestCase):
     """Requests spread at the rate a limit header allows a second, and the first one alone."""
 
