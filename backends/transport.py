@@ -173,7 +173,7 @@ class Transport:
                 spent += 1
                 if spent > self.retries:
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
-                time.sleep(err.retry_after if err.retry_after is not None else _backoff(spent))
+                time.sleep(err.retry_after or _backoff(spent))  # a wait of 0 s (or to a past date) is none said
             except BackendError as err:
                 if response is None:
                     pacer.release(ticket, None, {})

@@ -27,6 +27,7 @@ from tests.support import (
     CANNED,
     CLI_TIMEOUT,
     SCRIPT,
+    LoopbackAgent,
     Received,
     Respond,
     TempDirTestCase,
@@ -325,6 +326,30 @@ class AfterAReset(TempDirTestCase):
             thread.join(timeout=30)
         self.assertEqual(arrivals[1:3], [1, 1], arrivals)  # the first past the reset alone, and done before the next
         self.assertEqual(len(arrivals), 5)
+
+
+class NoWait(TempDirTestCase):
+    def test_a_429_that_says_to_wait_0_s_or_until_a_past_date_is_retried_after_the_backoff(self) -> None:
+        for retry_after in ("0", formatdate(time.time() - 3600, usegmt=True)):
+            with self.subTest(retry_after=retry_after):
+                limited_at, agent = self.limited_once(retry_after)
+                transport = Transport(agent.url(), headers={}, timeout=10, retries=1, max_response_bytes=1 << 20)
+                self.addCleanup(transport.close)
+                self.assertEqual(transport.post_json({"n": 1}), ({"ok": True}, 2))  # a retry spent
+                self.assertGreaterEqual(agent.received[1].at - limited_at[0], 0.25)  # half the first backoff at least
+
+    def limited_once(self, retry_after: str) -> tuple[list[float], LoopbackAgent]:
+        """A fake answering its first request 429 with this Retry-After, and when it did (monotonic)."""
+        limited_at: list[float] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if not limited_at:
+                limited_at.append(time.monotonic())
+                send_json(handler, {"error": "slow down"}, 429, {"Retry-After": retry_after})
+            else:
+                send_json(handler, {"ok": True})
+
+        return limited_at, self.serve(respond)
 
 
 class FirstRequest(TempDirTestCase):
