@@ -30,7 +30,11 @@ KEPT_HEADERS = ("content-type", "retry-after")  # of a response, in a cassette: 
 UNKEYED_HEADERS = frozenset({"host", "user-agent", "content-length", "authorization", "proxy-authorization"})
 # What a replayed outcome must hold, as _sent records it.
 ATTEMPTS = ("a whole number from 1", lambda value: type(value) is int and value >= 1)
-FAILED: cassette.Fields = {**cassette.FAILURE, "attempts": ATTEMPTS}
+# A failure may have taken none: a request the rate limits would hold past their bound ends unsent (reply:rate-limited).
+FAILED: cassette.Fields = {
+    **cassette.FAILURE,
+    "attempts": ("a whole number from 0", lambda value: type(value) is int and value >= 0),
+}
 RESPONDED: cassette.Fields = {
     "status": ("an HTTP status", lambda value: type(value) is int and 100 <= value <= 599),
     "headers": (

@@ -239,6 +239,19 @@ class RecordThenReplay(TempDirTestCase):
         self.assertEqual(verdicts(recorded)[first][1], "budget:latency")
         self.assertEqual(comparable(replayed), comparable(recorded))
 
+    def test_tasks_the_rate_limit_held_past_the_bound_replay_as_they_were_recorded(self) -> None:
+        spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1000s"}  # past the 600 s bound
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, CANNED[received.json["prompt"]], headers=spent)
+
+        agent = self.serve(respond)
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1")
+        recorded, replayed = self.record_and_replay(env, stop=agent, codes=(1,))
+        self.assertEqual(len(agent.received), 1)  # the rest ended unsent: reply:rate-limited, after 0 attempts
+        self.assertIn("reply:rate-limited", {entry["code"] for entry in recorded["results"]})
+        self.assertEqual(verdicts(replayed), verdicts(recorded))
+
     def test_a_rejected_key_recorded_is_exit_3_replayed_saying_the_cassette_holds_the_rejection(self) -> None:
         def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:
             status, error = openai_error(401, "Incorrect API key provided")
@@ -661,7 +674,7 @@ class EditedReplies(TempDirTestCase):
                     ({"status": "200", "headers": {}, "body": {}, "attempts": 1}, "reply.status: expected an HTTP"),
                     ({"status": 200, "headers": {"retry-after": 1}, "attempts": 1}, "reply.headers: expected an"),
                     ({"status": 500, "headers": {}, "attempts": 1}, "reply: no text"),
-                    ({"error": "reply:timeout", "reason": "slow", "attempts": 0}, "reply.attempts: expected a whole"),
+                    ({"error": "reply:timeout", "reason": "slow", "attempts": -1}, "reply.attempts: expected a whole"),
                 ],
             ),
         }
