@@ -177,7 +177,10 @@ class Transport:
                 spent += 1
                 if spent > self.retries:
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
-                time.sleep(err.retry_after or _backoff(spent))  # a wait of 0 s (or to a past date) is none said
+                # A 429's wait, when it said one, is the pacer's hold, which ends the request past the bound; a wait of
+                # 0 s (or to a past date) is none said.
+                if not (response is not None and response.status == 429 and err.retry_after):
+                    time.sleep(err.retry_after or _backoff(spent))
             except BackendError as err:
                 if response is None:
                     pacer.release(ticket, None, {})

@@ -17,6 +17,7 @@ import time
 import unittest
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
+from unittest import mock
 
 from backends.pacing import RATE_LIMITED, Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
 from backends.transport import Transport
@@ -337,6 +338,15 @@ class NoWait(TempDirTestCase):
                 self.addCleanup(transport.close)
                 self.assertEqual(transport.post_json({"n": 1}), ({"ok": True}, 2))  # a retry spent
                 self.assertGreaterEqual(agent.received[1].at - limited_at[0], 0.25)  # half the first backoff at least
+
+    def test_a_429_whose_wait_passes_the_bound_ends_the_request_unsent_again(self) -> None:
+        _, agent = self.limited_once("5")
+        transport = Transport(agent.url(), headers={}, timeout=10, retries=1, max_response_bytes=1 << 20)
+        self.addCleanup(transport.close)
+        with mock.patch("backends.transport.RATE_LIMIT_WAIT", 1.0):  # the 600 s bound, brought within a test
+            with self.assertRaises(BackendError) as caught:
+                transport.post_json({"n": 1})
+        self.assertEqual((caught.exception.code, len(agent.received)), (RATE_LIMITED, 1))
 
     def limited_once(self, retry_after: str) -> tuple[list[float], LoopbackAgent]:
         """A fake answering its first request 429 with this Retry-After, and when it did (monotonic)."""
