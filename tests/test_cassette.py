@@ -55,6 +55,7 @@ def comparable(document: Mapping[str, Any]) -> dict[str, Any]:
         del same[name]
     same["manifest"].pop("record", None)
     same["manifest"].pop("replay", None)
+    same["manifest"].pop("rateLimits", None)  # how the live run was paced: a replay sends nothing
     if same.get("usage"):
         del same["usage"]["latencyMs"]
     for entry in same["results"]:
