@@ -110,8 +110,8 @@ def pace_text(pacing: Pacing) -> str:
 
 
 class Progress:
-    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal; and how the
-    run is paced, when the provider's rate limits hold it back."""
+    """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal; and how
+    the run is paced, when the provider's rate limits hold it back."""
 
     def __init__(self, total: int, stream: TextIO, pacing: Callable[[], Pacing] | None = None) -> None:
         self.total = total
