@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harness.files import read_capped
+from harness.files import read_input
 from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
 from harness.records import BackendError, ConfigError, record
 from harness.text import canonical_json, sha256_hex
@@ -315,13 +315,9 @@ def _line(value: Any) -> str:
 
 def _read(path: str) -> bytes:
     """The cassette's bytes; ConfigError naming it when it cannot be read or is too large."""
-    try:
-        raw = read_capped(path, MAX_BYTES)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the cassette: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{path}: the cassette is over the {MAX_BYTES} bytes it may have")
-    return raw
+    return read_input(
+        path, MAX_BYTES, f"the cassette is over the {MAX_BYTES} bytes it may have", "cannot read the cassette"
+    )
 
 
 # Each entry's fields and what they must be.

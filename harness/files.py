@@ -6,6 +6,8 @@ import errno
 import os
 import stat
 
+from harness.records import ConfigError
+
 
 def read_capped(path: str, max_bytes: int) -> bytes:
     """The file's bytes, at most max_bytes + 1 of them (more than max_bytes: the file is over its cap).
@@ -22,3 +24,15 @@ def read_capped(path: str, max_bytes: int) -> bytes:
             raise OSError(errno.EINVAL, "not a regular file")
         # What read() sets aside is the file's own size, not the cap, when the file says one.
         return f.read((min(info.st_size, max_bytes) if info.st_size else max_bytes) + 1)
+
+
+def read_input(path: str, max_bytes: int, over: str, cannot: str = "cannot read") -> bytes:
+    """The bytes of a file a run reads; ConfigError `PATH: <cannot>: <why>` when it cannot be read, `PATH: <over>`
+    when it holds more than max_bytes."""
+    try:
+        raw = read_capped(path, max_bytes)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {cannot}: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise ConfigError(f"{path}: {over}")
+    return raw

@@ -13,7 +13,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, get_args
 
-from harness.files import read_capped
+from harness.files import read_input
 from harness.records import (
     ConfigError,
     EndState,
@@ -499,12 +499,7 @@ def partial(document: Mapping[str, Any]) -> str | None:
 
 def load_results(path: str, max_bytes: int = MAX_RESULTS_BYTES) -> dict[str, Any]:
     """A results file, checked whole; a ConfigError naming the first thing that makes it not one."""
-    try:
-        raw = read_capped(path, max_bytes)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:
-        raise ConfigError(f"{path}: over the {max_bytes} bytes a results file may have")
+    raw = read_input(path, max_bytes, f"over the {max_bytes} bytes a results file may have")
     try:
         document = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

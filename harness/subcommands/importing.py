@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from harness.files import read_capped
+from harness.files import read_input
 from harness.flags import Parser
 from harness.records import ConfigError
 from harness.reporters.console import say
@@ -45,12 +45,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _read_json(path: str) -> Any:
-    try:
-        raw = read_capped(path, MAX_BYTES)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{path}: over the {MAX_BYTES} bytes an evalset may have")
+    raw = read_input(path, MAX_BYTES, f"over the {MAX_BYTES} bytes an evalset may have")
     try:
         return json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from harness.files import read_capped
+from harness.files import read_input
 from harness.records import ConfigError, TaskFile
 from harness.taskfile.context import Context
 from harness.taskfile.tasks import FORMAT_VERSION, SLUG, canonical_sha256, check_task_file
@@ -56,13 +56,8 @@ def read_task_file(
 
 
 def _task_file_bytes(path: str, max_bytes: int) -> bytes:
-    try:
-        raw = read_capped(path, max_bytes)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the task file: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:
-        raise ConfigError(f"{path}: over the {max_bytes} bytes a task file may have ({MAX_BYTES_VAR})")
-    return raw
+    over = f"over the {max_bytes} bytes a task file may have ({MAX_BYTES_VAR})"
+    return read_input(path, max_bytes, over, "cannot read the task file")
 
 
 def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[TaskFile | None, list[str]]:
