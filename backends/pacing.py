@@ -227,13 +227,14 @@ class Pacer:
 
     def spent(self, task: str | None, usage: tuple[int, int], size: int = 0) -> None:
         """What a request of `size` bytes cost, for the estimates of the next: the task's, kept only against a limit on
-        tokens, and the endpoint's tokens a byte."""
-        if size > 0:
-            per_byte = usage[0] / size
-            self._per_byte = per_byte if self._per_byte is None else (self._per_byte * 3 + per_byte) / 4
-            self._output = usage[1]
-        if self._limits.keys() & {"tokens", "input-tokens", "output-tokens"} or self._rates.keys() - {"requests"}:
-            self._usage[task or ""] = usage
+        tokens, and the endpoint's tokens a byte. Under the lock: the limits it looks at change in other threads."""
+        with self._lock:
+            if size > 0:
+                per_byte = usage[0] / size
+                self._per_byte = per_byte if self._per_byte is None else (self._per_byte * 3 + per_byte) / 4
+                self._output = usage[1]
+            if self._limits.keys() & {"tokens", "input-tokens", "output-tokens"} or self._rates.keys() - {"requests"}:
+                self._usage[task or ""] = usage
 
     def acquire(self, cost: tuple[int, int], deadline: float) -> Ticket:
         """Wait for this attempt's turn; BackendError when its turn would come after deadline (monotonic)."""
