@@ -54,9 +54,9 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BackendError("reply:bad-text", f"text: expected a string, got {_kind(text, hidden)}")
-    # No call is an answer only when said (toolCall: null, toolCalls: []): a blank reply must not pass a refusal task.
-    says_no_call = ("toolCall" in body and body["toolCall"] is None) or body.get("toolCalls") == []
-    if not calls and not refused and blank(text) and not says_no_call:
+    # Saying there is no call (toolCall: null, toolCalls: []) says nothing: an agent whose model came back empty must
+    # not pass a refusal task.
+    if not calls and not refused and blank(text):
         raise BackendError("reply:empty", BLANK)
     usage = _usage(body.get("usage"), hidden)
     return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts, usage=usage)
