@@ -125,7 +125,7 @@ def agent_calling(calls: dict[str, list[dict[str, Any]]]) -> Any:
     def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
         task_id = received.json["taskId"]
         if task_id in calls:
-            send_json(handler, {"toolCalls": calls[task_id]})
+            send_json(handler, {"toolCalls": calls[task_id], "text": "Done."})
         else:
             canned(received, handler)
 
