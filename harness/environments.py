@@ -1,8 +1,9 @@
 """A trial's world: a tool environment's worker process (harness/envworker.py), the calls it answers, its state.
 
 The user's code runs in the worker, never in the harness: one that hangs past its timeout, exits, crashes, answers
-what is not JSON or prints more than MAX_OUTPUT makes its trial an error (tool:environment, with the last lines it
-wrote on stderr), and the run goes on. A worker lives for one trial and is killed at its end, or at the harness's.
+what is not JSON, answers out of turn (what is not the answer to the request) or prints more than MAX_OUTPUT makes its
+trial an error (tool:environment, with the last lines it wrote on stderr), and the run goes on. A worker lives for
+one trial and is killed at its end, or at the harness's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ BOOT = f"import sys; sys.path.insert(0, {ROOT!r}); from harness.envworker import
 OUTPUT_READ = 2.0  # seconds to wait for the last of a dead worker's output (a child of its may hold the pipe)
 _LIVE: set[subprocess.Popen[bytes]] = set()  # every worker not yet ended, killed when the harness exits
 _LIVE_LOCK = threading.Lock()
+# The keys of each request's answers besides its id: what it was asked for, or why it could not give it.
+ANSWERS = {
+    "load": ({"methods"}, {"failed", "error"}),
+    "new": (set(), {"failed", "error"}),
+    "call": ({"result"}, {"raised"}),
+    "state": ({"state"}, {"raised"}),
+}
 
 
 class WorldError(Exception):
@@ -56,6 +64,7 @@ class World:
         self.answers: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self.stderr: list[bytes] = []
         self.printed = 0
+        self.asked = 0  # the id of the last request sent, which its answer carries
         self.has: frozenset[str] = frozenset()
         self.output: threading.Thread | None = None  # reads what the worker prints, for the reason it failed
 
@@ -72,7 +81,10 @@ class World:
 
     def state(self) -> Any:
         """The instance's state() as JSON, or its public attributes."""
-        return self._ask({"op": "state"})["state"]
+        answer = self._ask({"op": "state"})
+        if "raised" in answer:
+            raise self._failed(f"{self.spec.class_name}.state raised {answer['raised']}")
+        return answer["state"]
 
     def end(self, task: Task) -> tuple[EndState, str | None]:
         """The final state, and why it is not what the task expects (None when it is, or nothing is expected)."""
@@ -115,14 +127,17 @@ class World:
         return self
 
     def _made(self, answer: Mapping[str, Any]) -> None:
-        if "failed" in answer:
+        if answer.get("failed") == "config":
             raise WorldError(f"{self.spec.class_name}(**config) raised {answer['error']}", "config")
+        if "failed" in answer:
+            raise WorldError(answer["error"], answer["failed"])
 
     def _ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
         process = self._started().process
         assert process is not None and process.stdin is not None
+        self.asked += 1
         try:
-            process.stdin.write(json.dumps(request).encode("utf-8") + b"\n")
+            process.stdin.write(json.dumps({**request, "id": self.asked}).encode("utf-8") + b"\n")
             process.stdin.flush()
         except OSError:
             pass  # it ended: said below, with what it wrote
@@ -139,7 +154,9 @@ class World:
         except (ValueError, RecursionError):
             answer = None
         if not isinstance(answer, dict):  # the user's code wrote to the answers' pipe
-            raise self._failed(f"it answered what is not JSON: {clip(line.decode('utf-8', 'replace').strip(), 200)}")
+            raise self._failed(f"it answered what is not JSON: {_said(line)}")
+        if answer.pop("id", None) != self.asked or not _shaped(request["op"], answer):  # or a process it forked
+            raise self._failed(f"it answered out of turn: {_said(line)}")
         what = f"{self.spec.class_name}.{request['method'] if request['op'] == 'call' else request['op']}"
         if "notJson" in answer:
             raise self._failed(f"{what} returned what is not JSON ({answer['notJson']})")
@@ -185,6 +202,21 @@ class World:
                 if self.printed > MAX_OUTPUT and self.process is not None:
                     self.process.kill()
                     return
+
+
+def _said(line: bytes) -> str:
+    return clip(line.decode("utf-8", "replace").strip(), 200)
+
+
+def _shaped(op: str, answer: Mapping[str, Any]) -> bool:
+    """Whether the answer is one the worker gives to a request of that op."""
+    if set(answer) == {"notJson"}:
+        return isinstance(answer["notJson"], str)
+    if set(answer) not in ANSWERS[op]:
+        return False
+    methods = answer.get("methods", [])
+    texts = [answer[key] for key in ("failed", "error", "raised") if key in answer]
+    return isinstance(methods, list) and all(isinstance(text, str) for text in [*methods, *texts])
 
 
 @contextmanager

@@ -1,8 +1,10 @@
 """A tool environment's worker: imports the user's module, makes the instance, and answers the harness's requests,
-one JSON line each on stdin, one JSON line each on stdout.
+one JSON line each, each answer carrying its request's id.
 
 It runs in its own process so that the user's code can hang, exit or crash without taking the harness down; it
-imports nothing of the harness, and what the user's code prints goes to stderr, never into the answers.
+imports nothing of the harness. The requests and answers come and go on copies of the pipes it was started with,
+which no program the user's code runs inherits: the user's code reads nothing on stdin, and what it prints goes to
+stderr, never into the answers. A process the user's code forks never answers: it ends where it would.
 """
 
 from __future__ import annotations
@@ -21,16 +23,25 @@ ORPHAN_CHECK = 0.5  # seconds: how soon a worker whose harness died (even by SIG
 
 
 def main() -> None:
-    """Answer requests until stdin closes."""
-    answers = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # the user's prints go to stderr: stdout is the answers' alone
+    """Answer requests until the harness closes them."""
+    requests, answers = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")  # os.dup's copies are not inherited
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)  # the user's prints go to stderr
     # Each line as it is printed: a print is the best clue to a hang or a crash, and a buffered one dies with it.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the harness's to hear: it ends the worker itself
     threading.Thread(target=_end_when_orphaned, args=(os.getppid(),), daemon=True).start()
-    world = World()
-    for line in sys.stdin.buffer:
-        _answer(answers, world.handle(json.loads(line)))
+    world, worker = World(), os.getpid()
+    for line in requests:
+        request = json.loads(line)
+        try:
+            answer = world.handle(request)
+        finally:
+            if os.getpid() != worker:
+                os._exit(0)  # a child the user's code forked came back here: the worker answers, never it
+        _answer(answers, request["id"], answer)
 
 
 class World:
@@ -50,7 +61,10 @@ class World:
             return self.new()
         if op == "call":
             return self.call(request["method"], request["args"])
-        return {"state": _state(self.instance)}
+        try:
+            return {"state": _state(self.instance)}
+        except Exception as exc:
+            return {"raised": _error(exc)}
 
     def load(self, request: dict[str, Any]) -> dict[str, Any]:
         """Import the module and find the class; which of the methods asked about it has."""
@@ -73,6 +87,13 @@ class World:
             self.instance = self.cls(**self.config)
         except Exception as exc:
             return {"failed": "config", "error": _error(exc)}
+        if not callable(getattr(self.instance, "state", None)) and not hasattr(self.instance, "__dict__"):
+            name = self.cls.__name__
+            error = (
+                f"{name} has no state() method, and its instances (of a class with __slots__) no attributes to take "
+                f"the state from: give {name} a state() that returns its state as JSON"
+            )
+            return {"failed": "class", "error": error}
         return {}
 
     def call(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -112,11 +133,11 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _answer(out: BinaryIO, answer: dict[str, Any]) -> None:
+def _answer(out: BinaryIO, request: int, answer: dict[str, Any]) -> None:
     try:
-        line = json.dumps(answer, allow_nan=False)
+        line = json.dumps({**answer, "id": request}, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        line = json.dumps({"notJson": _error(exc)})
+        line = json.dumps({"notJson": _error(exc), "id": request})
     out.write(line.encode("ascii") + b"\n")
     out.flush()
 

@@ -36,6 +36,7 @@ from tests.support import (
 ENVS = os.path.join(DATA, "envs")
 FILES = os.path.join(ENVS, "files.py")
 HOSTILE = os.path.join(ENVS, "hostile.py")
+UNRULY = os.path.join(ENVS, "unruly.py")
 TOOLS = [
     {"name": name, "inputSchema": {"type": "object", "properties": {key: {"type": "string"} for key in keys}}}
     for name, keys in {
@@ -203,6 +204,56 @@ class HostileEnvironments(unittest.TestCase):
         with self.assertRaises(WorldError) as caught:
             opened.implements("fs.read")
         self.assertEqual(str(caught.exception), "RuntimeError: this environment cannot be imported")
+
+
+class UnrulyEnvironments(unittest.TestCase):
+    """A tool that writes where it should not, reads stdin or forks answers in turn, or fails its own trial only."""
+
+    def world(self, class_name: str) -> World:
+        unruly = Environment(module=UNRULY, class_name=class_name, config={}, methods={"t": "touch"}, timeout=5.0)
+        opened = World(unruly)
+        self.addCleanup(opened.close)
+        return opened
+
+    def touched_twice(self, class_name: str) -> tuple[list[Any], Any]:
+        opened = self.world(class_name)
+        return [opened.call(ToolCall("t", {})).content for _ in range(2)], opened.state()
+
+    def test_what_a_tool_prints_never_reaches_the_answers(self) -> None:
+        self.assertEqual(self.touched_twice("Printer"), (["touched", "touched"], {"touched": 2}))
+
+    def test_what_a_tool_writes_to_file_descriptor_1_never_reaches_the_answers(self) -> None:
+        self.assertEqual(self.touched_twice("Writer"), (["touched", "touched"], {"touched": 2}))
+
+    def test_a_tool_that_reads_stdin_reads_nothing_of_the_requests(self) -> None:
+        self.assertEqual(self.touched_twice("Reader"), (["touched", "touched"], {"touched": 2}))
+
+    def test_a_child_a_tool_forks_and_does_not_end_never_answers(self) -> None:
+        self.assertEqual(self.touched_twice("Forker"), (["touched", "touched"], {"touched": 2}))
+
+    def test_a_line_written_to_the_answers_pipe_is_an_answer_out_of_turn(self) -> None:
+        opened = self.world("Forger")
+        with self.assertRaises(WorldError) as caught:
+            opened.call(ToolCall("t", {}))
+        self.assertEqual(str(caught.exception), 'the environment failed: it answered out of turn: {"result": "forged"}')
+
+    def test_a_state_method_that_raises_is_said_in_a_sentence(self) -> None:
+        opened = self.world("BadState")
+        with self.assertRaises(WorldError) as caught:
+            opened.state()
+        self.assertEqual(str(caught.exception), "the environment failed: BadState.state raised KeyError: 'files'")
+
+    def test_a_class_with_slots_and_no_state_method_cannot_start(self) -> None:
+        with self.assertRaises(WorldError) as caught:
+            self.world("Slotted").implements("t")
+        self.assertEqual(
+            (str(caught.exception), caught.exception.key),
+            (
+                "Slotted has no state() method, and its instances (of a class with __slots__) no attributes to take "
+                "the state from: give Slotted a state() that returns its state as JSON",
+                "class",
+            ),
+        )
 
 
 class StateMismatch(unittest.TestCase):
@@ -499,6 +550,70 @@ class FromTheCommandLine(Calling):
             },
         )
         self.assertEqual((code, invalid), (0, []), stderr)
+
+    def test_tools_that_write_where_they_should_not_or_fork_error_only_their_own_trial(self) -> None:
+        """Each task's environment is another class of unruly.py; a model that calls the task's tool once."""
+
+        def call_what_the_prompt_says(events: list[Event]) -> tuple[list[Any], str | None]:
+            if any(event[0] == "result" for event in events):
+                return [], "done"
+            return [(next(event[1] for event in events if event[0] == "user"), {})], None
+
+        invalid: list[str] = []
+        fake = self.serve(conversation_fake("openai", call_what_the_prompt_says, invalid))
+        names = ("Printer", "Writer", "Reader", "Forker", "Forger")
+        tasks = [
+            {
+                "id": name.lower(),
+                "category": "c",
+                "prompt": f"touch_{name.lower()}",
+                "environment": {
+                    "module": UNRULY,
+                    "class": name,
+                    "timeout": 5,
+                    "methods": {f"touch_{name.lower()}": "touch"},
+                },
+                "expect": {"tool": f"touch_{name.lower()}", "state": {"match": {"touched": 1}}},
+            }
+            for name in names
+        ]
+        tools = [{"name": f"touch_{name.lower()}", "inputSchema": {"type": "object"}} for name in names]
+        self.write_json("tasks.json", {"version": 1, "tools": tools, "tasks": tasks})
+        env = clean_env(
+            EVAL_TASKS="tasks.json",
+            EVAL_BACKEND="openai",
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_MODEL="m",
+            OPENAI_API_KEY="k",
+            EVAL_GATE="80",
+            EVAL_CONCURRENCY="2",
+        )
+        _, stderr, code = run_cli(env=env, cwd=self.tmp)
+        results = self.read_json("eval-results.json")["results"]
+        self.assertEqual(
+            {entry["id"]: entry["trialResults"][0]["code"] for entry in results},
+            {"printer": None, "writer": None, "reader": None, "forker": None, "forger": "tool:environment"},
+        )
+        self.assertEqual((code, invalid), (0, []), stderr)
+
+    def test_a_class_with_slots_and_no_state_method_is_exit_2_naming_its_path(self) -> None:
+        environment = {"module": UNRULY, "class": "Slotted", "methods": {"fs.ls": "touch"}}
+        self.task_file(
+            [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
+        )
+        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):
+            with self.subTest(command):
+                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+                self.assertEqual(
+                    (stdout, stderr, code),
+                    (
+                        "",
+                        f"{prog}: error: tasks.json: environment.class: Slotted has no state() method, and its "
+                        "instances (of a class with __slots__) no attributes to take the state from: give Slotted a "
+                        "state() that returns its state as JSON\n",
+                        2,
+                    ),
+                )
 
     def test_an_environment_that_cannot_start_is_exit_2_naming_its_path(self) -> None:
         environment = {"module": os.path.join(ENVS, "fails_to_import.py"), "class": "X"}

@@ -161,7 +161,12 @@ class StateRequests(Calling):
         task = self.task(expect, environment=environment, turns=["Again."])
         result = run_task(self.agent(("fs.write", {"path": "a", "text": "1"})), task)
         self.assertEqual((result.outcome.status, result.outcome.code), ("error", "tool:environment"))
-        self.assertTrue((result.outcome.reason or "").startswith("the environment failed: it exited with code 1"))
+        self.assertTrue(
+            (result.outcome.reason or "").startswith(
+                "the environment failed: CountedFiles.state raised FileNotFoundError: [Errno 2] No such file"
+            ),
+            result.outcome.reason,
+        )
         self.assertEqual(len(result.turns), 1, "the conversation ends with the turn whose state failed")
 
 
