@@ -26,7 +26,7 @@ HEADING = re.compile(r"^#{1,6} +(.+?) *#*$", re.M)
 PROVIDER_HEAD = "| provider | backend | base URL | what the harness sends | known quirks, and the setting for each |"
 CODE = re.compile(r"`([^`]+)`")
 WORLDS = os.path.join("examples", "worlds")
-WORLDS_RUN = "$ EVAL_BACKEND=openai EVAL_MODEL=gpt-5-mini OPENAI_API_KEY=sk-... python3 eval_agent.py --tasks "
+WORLDS_RUN = "$ EVAL_BACKEND=openai EVAL_MODEL=gpt-5.5 OPENAI_API_KEY=sk-... python3 eval_agent.py --tasks "
 # What varies from run to run in a run's lines: each task's time, and the tokens and time of the replies.
 VARYING = re.compile(r"  \d+(\.\d+)?ms|\d+ tokens in, \d+ out, \d+(\.\d+)? m?s of replies")
 
@@ -283,7 +283,7 @@ class TheWorldsGuide(TempDirTestCase):
         fake = self.serve(conversation_fake("openai", playing(model), invalid))
         env = clean_env(
             EVAL_BACKEND="openai",
-            EVAL_MODEL="gpt-5-mini",
+            EVAL_MODEL="gpt-5.5",
             OPENAI_API_KEY="sk-test",
             OPENAI_BASE_URL=fake.url("/v1"),
             EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
