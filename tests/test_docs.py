@@ -202,6 +202,17 @@ class Examples(unittest.TestCase):
         timing = re.compile(r"  \d+(\.\d+)?ms")
         self.assertEqual(timing.sub("", stdout).splitlines(), timing.sub("", shown).splitlines()[1:])
 
+    def test_what_a_run_prints_is_what_the_shipped_example_prints(self) -> None:
+        for page in ("README.md", os.path.join("docs", "reference.md")):
+            with self.subTest(page):
+                (shown,) = fenced(read(page), "$ python3 eval_agent.py --tasks examples/")
+                command, lines = shown.split("\n", 1)
+                with tempfile.TemporaryDirectory() as tmp:
+                    env = clean_env(EVAL_RESULTS=os.path.join(tmp, "eval-results.json"))
+                    stdout, stderr, code = run_cli(*command.split()[3:], env=env, cwd=ROOT)
+                self.assertEqual((stderr, code), ("", 1))
+                self.assertEqual(VARYING.sub("", stdout), VARYING.sub("", lines))
+
     def test_every_setting_is_in_the_table(self) -> None:
         table = "\n".join(settings_table())
         for var in ("EVAL_GATE", "EVAL_AGENT_URL", "EVAL_AGENT_TOKEN", "OPENAI_API_KEY", "EVAL_MAX_TOKENS"):
