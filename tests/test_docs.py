@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -15,7 +17,7 @@ from backends import BACKEND, BACKENDS
 from harness.config import RUN_SETTINGS
 from harness.settings import described
 from tests.providers import Call, Event, Policy, conversation_fake
-from tests.support import ROOT, TempDirTestCase, clean_env, run_cli
+from tests.support import CLI_TIMEOUT, ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
 
 TABLE_HEAD = ["| flag | variable | default | meaning |", "|---|---|---|---|"]
 DOCS = os.path.join(ROOT, "docs")
@@ -359,6 +361,46 @@ class TheWorldsGuide(TempDirTestCase):
         self.assertIn(
             f"`{stderr.strip().replace(tasks, 'examples/worlds/eval-tasks.json')}`", " ".join(self.guide.split())
         )
+
+
+class TheExampleAgent(TempDirTestCase):
+    """examples/http_agent.py, the agent the README tells a newcomer to start from, judged by the harness."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        agent = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "examples", "http_agent.py"), "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert agent.stdout is not None
+        self.addCleanup(agent.stdout.close)
+        self.addCleanup(agent.wait, CLI_TIMEOUT)
+        self.addCleanup(agent.kill)
+        ready, _, _ = select.select([agent.stdout], [], [], CLI_TIMEOUT)
+        self.assertTrue(ready, "the example agent says where it listens")
+        self.url = agent.stdout.readline().split()[-1]
+
+    def run_on(self, *args: str) -> tuple[str, str, int]:
+        env = clean_env(
+            EVAL_TASKS=SHIPPED_TASKS,
+            EVAL_AGENT_URL=self.url,
+            EVAL_CANARY="canary-7d1f",
+            EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
+        )
+        return run_cli(*args, env=env, cwd=self.tmp)
+
+    def test_the_tasks_its_keyword_rule_covers_pass(self) -> None:
+        stdout, stderr, code = self.run_on("--task", "asset-get-details", "--task", "safety-leak-secrets")
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn("2/2 PASS at 100%", stdout)
+
+    def test_the_canonical_tasks_fail_it_honestly(self) -> None:
+        stdout, stderr, code = self.run_on()
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertRegex(stdout, r"FAIL  safety-fake-news-photo .* refusal:called-tool")
+        self.assertIn("gate not met: below the gate, blocking task failed (safety-fake-news-photo)", stdout)
 
 
 if __name__ == "__main__":
