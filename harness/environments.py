@@ -23,7 +23,7 @@ from typing import IO, Any
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult
 from harness.scoring import state_problem
-from harness.text import JSON_DEPTH, canonical_json, clip, nested_deeper, sha256_hex
+from harness.text import JSON_DEPTH, call_text, canonical_json, clip, nested_deeper, sha256_hex
 
 CODE = "tool:environment"
 MAX_OUTPUT = 1024 * 1024  # bytes the user's code may print over a trial
@@ -94,15 +94,7 @@ class World:
             return EndState(state), None
         if expected.reference is None:
             return EndState(state), state_problem(expected.match, state)
-        # A worker of its own: what the agent's calls left in the class or the module must not be the reference's start.
-        made = World(self.spec, self.hidden)
-        try:
-            for call in expected.reference:
-                if call.name not in task.tool_results and made.implements(call.name):
-                    made.call(call)
-            reference = made.state()
-        finally:
-            made.close()
+        reference = reference_state(self.spec, task, self.hidden)
         digest = sha256_hex(canonical_json(reference).encode("utf-8"))
         return EndState(state, digest), state_problem(reference, state, reference=True)
 
@@ -232,6 +224,25 @@ def world_of(task: Task, hidden: Secrets = NO_SECRETS) -> Iterator[World | None]
         world.close()
 
 
+def reference_state(spec: Environment, task: Task, hidden: Secrets = NO_SECRETS) -> Any:
+    """The state the task's expected calls make on a fresh instance; a call of them that raises is a WorldError.
+
+    In a worker of its own: what the agent's calls left in the class or the module must not be the reference's start.
+    """
+    assert task.state is not None and task.state.reference is not None
+    made = World(spec, hidden)
+    try:
+        for call in task.state.reference:
+            if call.name not in task.tool_results and made.implements(call.name):
+                answer = made._ask({"op": "call", "method": spec.methods[call.name], "args": dict(call.args)})
+                if "raised" in answer:  # the reference would be a state the expected calls do not make
+                    made_call = call_text(call.name, call.args, values=True)
+                    raise WorldError(f"the reference call {made_call} raised {answer['raised']}")
+        return made.state()
+    finally:
+        made.close()
+
+
 def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SECRETS) -> dict[str, frozenset[str]]:
     """Start each environment the tasks use once, before anything is sent: a module, class, method or config that is
     not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here).
@@ -264,6 +275,11 @@ def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SE
                     f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
                     "task's toolResults answer"
                 )
+        if reference and task.state:
+            try:
+                reference_state(spec, task, hidden)
+            except WorldError as err:
+                raise ConfigError(f"{path}: {task.state.where}: {err}") from None
     return {
         where: frozenset(tool for tool in world.spec.methods if world.implements(tool))
         for where, world in checked.items()

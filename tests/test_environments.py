@@ -355,7 +355,9 @@ class EndStates(Calling):
         )
 
     def test_the_reference_fails_a_reply_that_called_nothing_where_the_expected_calls_change_nothing(self) -> None:
-        task = self.task({"trajectory": [{"tool": "fs.read", "argValues": {"path": ["a"]}}], "state": "reference"})
+        environment = {"module": FILES, "class": "FileSystem", "config": {"files": {"a": "1"}}}
+        expect = {"trajectory": [{"tool": "fs.read", "argValues": {"path": ["a"]}}], "state": "reference"}
+        task = self.task(expect, environment=environment)
         self.assertEqual(
             run_task(self.agent(), task).outcome,
             Outcome("fail", "tool:no-call", "expected the calls fs.read, got no tool call"),
@@ -379,6 +381,20 @@ class EndStates(Calling):
         self.assertEqual(
             run_task(extra, task).outcome,
             Outcome("fail", "state:mismatch", 'the state at $.files.junk is "2", expected the reference\'s nothing'),
+        )
+
+    def test_a_reference_call_that_raises_makes_the_trial_an_error_not_the_initial_state_a_pass(self) -> None:
+        expect = {"tool": "fs.remove", "argValues": {"path": ["old_notes.txt"]}, "state": "reference"}
+        environment = {"module": FILES, "class": "FileSystem", "config": {"files": {"old-notes.txt": "x"}}}
+        task = self.task(expect, environment=environment)
+        result = run_task(self.agent(("fs.read", {"path": "old-notes.txt"})), task)  # changes nothing
+        self.assertEqual(
+            result.outcome,
+            Outcome(
+                "error",
+                "tool:environment",
+                'the reference call fs.remove({"path": "old_notes.txt"}) raised FileNotFoundError: old_notes.txt',
+            ),
         )
 
     def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
@@ -460,6 +476,14 @@ class CheckedAtTheStart(Calling):
             self.check({"module": FILES, "class": "FileSystem"}, expect),
             "tasks.json: tasks[0].expect.state: the reference calls fs.ls, which neither FileSystem nor the task's "
             "toolResults answer",
+        )
+
+    def test_a_reference_call_that_raises(self) -> None:
+        expect = {"tool": "fs.remove", "argValues": {"path": ["old_notes.txt"]}, "state": "reference"}
+        self.assertEqual(
+            self.check({"module": FILES, "class": "FileSystem", "config": {"files": {"old-notes.txt": "x"}}}, expect),
+            'tasks.json: tasks[0].expect.state: the reference call fs.remove({"path": "old_notes.txt"}) raised '
+            "FileNotFoundError: old_notes.txt",
         )
 
     def test_a_module_by_name_is_found_from_the_working_folder_and_pythonpath(self) -> None:
@@ -629,6 +653,24 @@ class FromTheCommandLine(Calling):
                         "",
                         f"{prog}: error: tasks.json: environment.module: "
                         "RuntimeError: this environment cannot be imported\n",
+                        2,
+                    ),
+                )
+
+    def test_a_reference_call_that_raises_is_exit_2_at_validate_and_at_the_start(self) -> None:
+        """A typo in the reference's argValues would make the initial state the reference: doing nothing passed."""
+        environment = {"module": FILES, "class": "FileSystem", "config": {"files": {"old-notes.txt": "x"}}}
+        expect = {"tool": "fs.remove", "argValues": {"path": ["old_notes.txt"]}, "state": "reference"}
+        self.task_file([{"id": "t", "category": "c", "prompt": "p", "expect": expect}], environment=environment)
+        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):
+            with self.subTest(command):
+                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+                self.assertEqual(
+                    (stdout, stderr, code),
+                    (
+                        "",
+                        f"{prog}: error: tasks.json: tasks[0].expect.state: the reference call "
+                        'fs.remove({"path": "old_notes.txt"}) raised FileNotFoundError: old_notes.txt\n',
                         2,
                     ),
                 )
