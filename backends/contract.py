@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from backends.tokens import token_count
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
 from harness.text import blank, kind
@@ -69,15 +70,8 @@ def _usage(usage: Any, hidden: Secrets) -> tuple[int, int] | None:
     if not isinstance(usage, dict):
         expected = "an object with inputTokens and outputTokens"
         raise BackendError("reply:bad-usage", f"usage: expected {expected}, got {_kind(usage, hidden)}")
-    counts = []
-    for key in ("inputTokens", "outputTokens"):
-        value = usage.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise BackendError(
-                "reply:bad-usage", f"usage.{key}: expected a whole number of 0 or more, got {_kind(value, hidden)}"
-            )
-        counts.append(value)
-    return counts[0], counts[1]
+    given, received = (token_count(usage.get(key), f"usage.{key}", hidden) for key in ("inputTokens", "outputTokens"))
+    return given, received
 
 
 def _kind(value: Any, hidden: Secrets) -> str:

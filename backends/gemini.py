@@ -21,6 +21,7 @@ from backends.provider import (
     api_key,
     base_url,
 )
+from backends.tokens import token_count
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
     AgentRequest,
@@ -46,6 +47,7 @@ CUT_OFF = frozenset({"MAX_TOKENS", "RECITATION"})
 # The one finishReason of a reply that ended as the model meant it to; any other (OTHER, LANGUAGE, TOO_MANY_TOOL_CALLS,
 # MISSING_THOUGHT_SIGNATURE...) stopped it, and its text so far is no refusal.
 COMPLETE = "STOP"
+OUTPUT_COUNTS = ("candidatesTokenCount", "thoughtsTokenCount")  # what usageMetadata counts as output, summed
 
 
 class GeminiBackend(ProviderBackend):
@@ -163,12 +165,17 @@ class GeminiBackend(ProviderBackend):
         return self.reply(*self.post(self.offering({**self.request_base, "contents": contents}, request)))
 
     def usage(self, body: Any) -> tuple[int, int] | None:
-        """(input, output) tokens from usageMetadata: the model's thoughts count as output."""
+        """(input, output) tokens from usageMetadata, each count checked: the model's thoughts count as output."""
         metadata = body.get("usageMetadata")
-        if not isinstance(metadata, dict) or not isinstance(metadata.get("promptTokenCount"), int):
+        if not isinstance(metadata, dict) or metadata.get("promptTokenCount") is None:
             return None
-        output = [metadata.get(key) for key in ("candidatesTokenCount", "thoughtsTokenCount")]
-        return metadata["promptTokenCount"], sum(count for count in output if isinstance(count, int))
+        given = token_count(metadata["promptTokenCount"], "usageMetadata.promptTokenCount", self.hidden)
+        output = sum(
+            token_count(metadata[key], f"usageMetadata.{key}", self.hidden)
+            for key in OUTPUT_COUNTS
+            if metadata.get(key) is not None
+        )
+        return given, token_count(output, "usageMetadata." + " + ".join(OUTPUT_COUNTS), self.hidden)
 
     def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """The first candidate as a Reply: its calls, else its text or stated refusal; cut off or blank, an error."""

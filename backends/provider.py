@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.tokens import token_count
 from backends.toolnames import ToolNames
 from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
@@ -168,7 +169,7 @@ class ProviderBackend:
             retry_statuses=RETRY_STATUSES | self.RETRIED_TOO,
             error_text=provider_error_text,
             hidden=self.hidden,
-            usage=self.usage,
+            usage=self.paced_usage,
         )
 
     def secrets(self) -> dict[str, str]:
@@ -246,7 +247,11 @@ class ProviderBackend:
 
     def reply(self, body: Any, attempts: int) -> Reply:
         """The provider's reply read as a Reply; an error it ends as carries the tokens the reply cost."""
-        usage = self.usage(body)
+        try:
+            usage = self.usage(body)
+        except BackendError as err:  # a count no report can add: the reply is an error whatever else it holds
+            err.attempts = attempts
+            raise
         try:
             return self.read(body, attempts, usage)
         except BackendError as err:
@@ -254,8 +259,16 @@ class ProviderBackend:
             raise
 
     def usage(self, body: Any) -> tuple[int, int] | None:
-        """The (input, output) tokens a reply says it cost under USAGE in its `usage`, whatever else it holds."""
-        return spent(body, *self.USAGE)
+        """The (input, output) tokens a reply says it cost under USAGE in its `usage`, whatever else it holds;
+        BackendError reply:bad-usage for a count that is not a whole number from 0 to 2^53."""
+        return spent(body, *self.USAGE, self.hidden)
+
+    def paced_usage(self, body: Any) -> tuple[int, int] | None:
+        """The tokens a reply cost, for the pacer's estimates: none from a reply whose counts are bad (an error)."""
+        try:
+            return self.usage(body)
+        except BackendError:
+            return None
 
     def read(self, body: Any, attempts: int, usage: tuple[int, int] | None) -> Reply:
         """The provider's decoded reply as a Reply: its calls, else its text or stated refusal; else an error."""
@@ -286,16 +299,16 @@ def result_text(result: ToolResult) -> str:
     return result.content if isinstance(result.content, str) else json.dumps(result.content, ensure_ascii=False)
 
 
-def tokens(given: Any, received: Any) -> tuple[int, int] | None:
-    """(input, output) tokens as the provider reported them, when it did."""
-    return (given, received) if isinstance(given, int) and isinstance(received, int) else None
-
-
-def spent(body: Any, given: str, received: str) -> tuple[int, int] | None:
+def spent(body: Any, given: str, received: str, hidden: Secrets = NO_SECRETS) -> tuple[int, int] | None:
     """The (input, output) tokens a provider's reply says it cost, under these names in its `usage`, whatever else
-    the reply holds: a reply that ends as an error cost them too."""
+    the reply holds (a reply that ends as an error cost them too); None unless it says both. Each count it says is
+    checked, as backends.tokens checks every backend's."""
     usage = body.get("usage") if isinstance(body, dict) else None
-    return tokens(usage.get(given), usage.get(received)) if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    said = [key for key in (given, received) if usage.get(key) is not None]
+    counts = [token_count(usage[key], f"usage.{key}", hidden) for key in said]
+    return (counts[0], counts[1]) if len(counts) == 2 else None
 
 
 def parameter_hint(message: str, sent: Mapping[str, str]) -> str:

@@ -46,6 +46,11 @@ VALID: list[tuple[str, Any, Reply]] = [
         {"text": "Hi", "usage": {"inputTokens": 1200, "outputTokens": 34}},
         Reply(text="Hi", usage=(1200, 34)),
     ),
+    (
+        "counts of 0 and of 2^53, the most a report adds exactly",
+        {"toolCall": None, "usage": {"inputTokens": 0, "outputTokens": 2**53}},
+        Reply(usage=(0, 2**53)),
+    ),
     ("a null usage is no usage", {"text": "Hi", "usage": None}, Reply(text="Hi")),
     (
         "null optional fields count as absent",
@@ -108,25 +113,31 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "usage missing a count",
         {"text": "Hi", "usage": {"inputTokens": 12}},
         "reply:bad-usage",
-        "usage.outputTokens: expected a whole number of 0 or more, got null",
+        "usage.outputTokens: expected a whole number from 0 to 2^53, got null",
     ),
     (
         "usage with a negative count",
         {"text": "Hi", "usage": {"inputTokens": -1, "outputTokens": 2}},
         "reply:bad-usage",
-        "usage.inputTokens: expected a whole number of 0 or more, got a number",
+        "usage.inputTokens: expected a whole number from 0 to 2^53, got -1",
+    ),
+    (
+        "usage over 2^53, more than a report adds exactly",
+        {"toolCall": None, "usage": {"inputTokens": 1, "outputTokens": 2**53 + 1}},
+        "reply:bad-usage",
+        "usage.outputTokens: expected a whole number from 0 to 2^53, got 9007199254740993",
     ),
     (
         "usage with a count that is not whole",
         {"text": "Hi", "usage": {"inputTokens": 1, "outputTokens": 2.5}},
         "reply:bad-usage",
-        "usage.outputTokens: expected a whole number of 0 or more, got a number",
+        "usage.outputTokens: expected a whole number from 0 to 2^53, got a number",
     ),
     (
         "usage with a boolean count",
         {"text": "Hi", "usage": {"inputTokens": True, "outputTokens": 2}},
         "reply:bad-usage",
-        "usage.inputTokens: expected a whole number of 0 or more, got a boolean",
+        "usage.inputTokens: expected a whole number from 0 to 2^53, got a boolean",
     ),
     (
         "refused as a string",

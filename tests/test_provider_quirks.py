@@ -14,7 +14,7 @@ from harness.conversation import whole_reply
 from harness.records import AgentSurface, ConfigError, Reply, Step, ToolCall, Turn
 from harness.results import load_results
 from harness.running import run_task
-from tests.gemini_fake import gemini_error
+from tests.gemini_fake import gemini_error, gemini_response
 from tests.providers import (
     anthropic_error,
     anthropic_message,
@@ -23,6 +23,7 @@ from tests.providers import (
     provider_name,
     user_prompt,
 )
+from tests.responses_fake import response
 from tests.support import CANNED, SHIPPED_TASKS, Received, backend_for, canonical_task, canonical_task_data, send_json
 from tests.test_providers import ProviderTestCase, scripted
 
@@ -293,6 +294,44 @@ class TokensAndRecords(ProviderTestCase):
             with self.subTest(provider=provider, code=code, usage=usage):
                 result = self.trial(provider, scripted((200, body)), REFUSAL)
                 self.assertEqual((result.outcome.code, result.reply.usage), (code, usage))
+
+    def test_a_token_count_below_0_or_over_2_53_is_a_bad_usage_error_on_every_provider(self) -> None:
+        # Refused where it enters, as from an http agent: a negative count passes a maxTokens budget and prints a
+        # negative total; one over 2^53 is written into a results file that report, compare and merge then refuse.
+        get = {"name": "imageman_asset_get", "args": {"assetId": "a"}}
+        over = 2**53 + 1
+        cases = [
+            ("openai", openai_completion([get]), "usage", "prompt_tokens", -120, "asset-get-details"),
+            ("openai", openai_refusal("I can't share that."), "usage", "completion_tokens", over, REFUSAL),
+            ("openai-responses", response([get]), "usage", "output_tokens", -25, "asset-get-details"),
+            ("openai-responses", response([], "No."), "usage", "input_tokens", over, REFUSAL),
+            ("anthropic", anthropic_message([get]), "usage", "input_tokens", -1, "asset-get-details"),
+            ("anthropic", anthropic_message([], "No."), "usage", "output_tokens", over, REFUSAL),
+            ("gemini", gemini_response([get]), "usageMetadata", "thoughtsTokenCount", -15, "asset-get-details"),
+            ("gemini", gemini_response([], "No."), "usageMetadata", "promptTokenCount", over, REFUSAL),
+        ]
+        for provider, body, usage, key, count, task_id in cases:
+            with self.subTest(provider=provider, key=key, count=count):
+                body[usage][key] = count
+                result = self.trial(provider, scripted((200, body)), task_id)
+                outcome = result.outcome
+                self.assertEqual(
+                    (outcome.status, outcome.code, outcome.reason),
+                    ("error", "reply:bad-usage", f"{usage}.{key}: expected a whole number from 0 to 2^53, got {count}"),
+                )
+                self.assertIsNone(result.reply.usage)
+        # Gemini's output is its candidates' tokens and its thoughts' together: each within 2^53, the sum need not be.
+        body = gemini_response([get])
+        body["usageMetadata"]["candidatesTokenCount"] = 2**53
+        outcome = self.trial("gemini", scripted((200, body))).outcome
+        self.assertEqual(
+            (outcome.code, outcome.reason),
+            (
+                "reply:bad-usage",
+                "usageMetadata.candidatesTokenCount + thoughtsTokenCount: expected a whole number from 0 to 2^53, got "
+                f"{2**53 + 15}",
+            ),
+        )
 
     def test_a_conversation_sums_the_tokens_of_every_step_its_error_included(self) -> None:
         search = {"name": "imageman_asset_search", "args": {"query": "launch"}}
