@@ -4,32 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.records import ConfigError
 from harness.text import provider_name
-
-MAX_LENGTH = 64
 
 
 class ToolNames:
-    """Both directions of the mapping: `imageman.asset.search` <-> `imageman_asset_search`."""
+    """Both directions of the mapping: `imageman.asset.search` <-> `imageman_asset_search`. The task file's loader
+    refuses two tools that map to one name, so the mapping goes back without doubt."""
 
     def __init__(self, names: Iterable[str]) -> None:
-        self.to_provider: dict[str, str] = {}
-        self.from_provider: dict[str, str] = {}
-        for name in names:
-            mapped = provider_name(name)
-            if len(mapped) > MAX_LENGTH:
-                raise ConfigError(
-                    f"tools: {name!r} is {len(mapped)} characters long; "
-                    f"providers take tool names of at most {MAX_LENGTH}"
-                )
-            if mapped in self.from_provider:
-                raise ConfigError(
-                    f"tools: {self.from_provider[mapped]!r} and {name!r} both become {mapped!r} for the provider; "
-                    "rename one"
-                )
-            self.to_provider[name] = mapped
-            self.from_provider[mapped] = name
+        self.to_provider = {name: provider_name(name) for name in names}
+        self.from_provider = {mapped: name for name, mapped in self.to_provider.items()}
 
     def provider(self, name: str) -> str:
         return self.to_provider[name]

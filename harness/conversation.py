@@ -26,6 +26,7 @@ from harness.records import (
     replace,
 )
 from harness.scoring import call_problem
+from harness.text import provider_name
 from harness.textcalls import checked
 
 UNSCRIPTED = "no result scripted for {name}"
@@ -116,7 +117,7 @@ def converse(
                 reply = backend.run(agent_request(task, conversation_id, turns, steps))
             except BackendError as err:
                 reply = Reply.failed(err)
-            reply = checked(reply, tools)
+            reply = read_names(checked(reply, tools), tools)
             if reply.error_code is not None or not plays or not reply.tool_calls:
                 steps.append(Step(reply))
                 break
@@ -140,6 +141,21 @@ def converse(
     return tuple(
         replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)
     ), conversation_id
+
+
+def read_names(reply: Reply, tools: Collection[str]) -> Reply:
+    """The reply, each call of a name no tool has but one tool has as providers take it (an agent on a provider's API
+    reports `imageman_asset_get` for `imageman.asset.get`) read as that tool, the name it reported kept beside it."""
+    if not tools or all(call.name in tools for call in reply.tool_calls):
+        return reply
+    safe = {provider_name(tool): tool for tool in tools}  # one tool per name: the loader refuses two
+    calls = tuple(
+        replace(call, name=safe[call.name], reported_name=call.name)
+        if call.name not in tools and call.name in safe
+        else call
+        for call in reply.tool_calls
+    )
+    return replace(reply, tool_calls=calls)
 
 
 def whole_reply(turns: Sequence[Turn]) -> Reply:

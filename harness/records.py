@@ -450,6 +450,9 @@ class ToolCall:
     args_error: str | None = None  # why the arguments could not be read, when the model sent unreadable ones
     call_id: str = ""  # the provider's id, which links the call to its result
     turn: int = 1  # the user turn it answered: set when a conversation's calls are taken together
+    # The name the agent reported, when it was read as the tool whose name that is as providers take it (an agent on a
+    # provider's API reports `imageman_asset_get` for `imageman.asset.get`); None when it reported the tool's own.
+    reported_name: str | None = None
 
 
 @record

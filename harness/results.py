@@ -130,7 +130,7 @@ STATUS = _is("pass, fail or error", lambda value: value in ("pass", "fail", "err
 REFUSER = _is("provider, model or null", lambda value: value in ("provider", "model", None))
 SOURCES = get_args(ResultSource)
 SOURCE = _is(f"{', '.join(SOURCES[:-1])} or {SOURCES[-1]}", lambda value: value in SOURCES)
-CALLS = [{"name": TEXT, "args": OBJECT}]
+CALLS = [{"name": TEXT, "args": OBJECT, "reportedName": IfThere(TEXT)}]
 STEP = {
     "toolCalls": CALLS,
     "text": IfThere(MAYBE_TEXT),
@@ -334,7 +334,13 @@ def _end_entry(end: EndState, key: str = "finalState") -> dict[str, Any]:
 
 
 def _calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
-    return [{"name": call.name, "args": call.args} for call in calls]
+    """Each call by its tool's name, and the name the agent reported when it was read as that tool's."""
+    return [
+        {"name": call.name, "args": call.args}
+        if call.reported_name is None
+        else {"name": call.name, "args": call.args, "reportedName": call.reported_name}
+        for call in calls
+    ]
 
 
 def _turn_entry(turn: Turn) -> dict[str, Any]:

@@ -79,6 +79,7 @@ def _masked(reply: Reply, hidden: Secrets) -> Reply:
         replace(
             call,
             name=hidden.mask(call.name),
+            reported_name=call.reported_name and hidden.mask(call.reported_name),
             args=hidden.mask_json(call.args),
             args_error=call.args_error and hidden.mask(call.args_error),
         )

@@ -13,6 +13,7 @@ from typing import Any
 from harness.records import Growth, Summary, Task
 
 PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # what providers refuse in a tool's name
+PROVIDER_NAME_LENGTH = 64  # the longest tool name providers take (^[a-zA-Z0-9_-]{1,64}$)
 
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
@@ -62,8 +63,9 @@ def percent(value: Fraction | Decimal, places: int = 0) -> str:
 
 
 def provider_name(tool: str) -> str:
-    """A tool's name as providers take it (`imageman.asset.search` -> `imageman_asset_search`)."""
-    return PROVIDER_UNSAFE.sub("_", tool)
+    """A tool's name as providers take it (`imageman.asset.search` -> `imageman_asset_search`): each character they
+    refuse as `_`, cut to the length they take. An agent on a framework renames its tools so, and reports them so."""
+    return PROVIDER_UNSAFE.sub("_", tool)[:PROVIDER_NAME_LENGTH]
 
 
 def expected_text(task: Task) -> str:

@@ -458,7 +458,11 @@ def _said(
     calls: Sequence[Mapping[str, Any]], text: Any, results: Sequence[Mapping[str, Any]], error: Any
 ) -> Iterator[str]:
     for call in calls:
-        yield f"<p>Called <b>{_e(_clip(str(call['name']), CELL))}</b></p><pre>{_long(_pretty(call['args']))}</pre>"
+        reported = call.get("reportedName")
+        named = f" (reported as {_e(_clip(str(reported), CELL))})" if reported else ""
+        yield (
+            f"<p>Called <b>{_e(_clip(str(call['name']), CELL))}</b>{named}</p><pre>{_long(_pretty(call['args']))}</pre>"
+        )
     for result in results:
         yield (
             f"<p>{_e(_clip(str(result['name']), CELL))} returned{_source(result)}</p>"

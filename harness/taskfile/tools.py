@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.records import Tool
 from harness.taskfile.context import Context, hint, is_list_of_str
-from harness.text import kind
+from harness.text import kind, provider_name
 
 
 def check_tools(context: Context, value: Any) -> tuple[Tool, ...]:
@@ -18,6 +18,7 @@ def check_tools(context: Context, value: Any) -> tuple[Tool, ...]:
         return ()
     tools: list[Tool] = []
     first_seen: dict[str, str] = {}
+    safe_names: dict[str, tuple[str, str]] = {}  # a tool's name as providers take it -> the tool's name and path
     for i, item in enumerate(value):
         path = f"tools[{i}]"
         tool = _tool(context, item, path)
@@ -31,6 +32,19 @@ def check_tools(context: Context, value: Any) -> tuple[Tool, ...]:
             )
             continue
         first_seen[tool.name] = path
+        safe = provider_name(tool.name)
+        if safe in safe_names:
+            # Agents on a provider's API report the safe name: it must read back as one tool, as must a provider's.
+            other, where = safe_names[safe]
+            context.problem(
+                f"{path}.name",
+                f"{json.dumps(tool.name)} and {json.dumps(other)} ({where}) are both {json.dumps(safe)} as providers"
+                " take tool names (a-z, A-Z, 0-9, _ and -, at most 64) and agents on their APIs report them;"
+                " rename one",
+            )
+            context.broken_tools.add(tool.name)
+            continue
+        safe_names[safe] = tool.name, path
         context.tool_paths[tool.name] = path
         tools.append(tool)
     context.tools = {tool.name: tool for tool in tools}
