@@ -48,8 +48,8 @@ VALID: list[tuple[str, Any, Reply]] = [
     ),
     (
         "counts of 0 and of 2^53, the most a report adds exactly",
-        {"toolCall": None, "usage": {"inputTokens": 0, "outputTokens": 2**53}},
-        Reply(usage=(0, 2**53)),
+        {"text": "Hi", "usage": {"inputTokens": 0, "outputTokens": 2**53}},
+        Reply(text="Hi", usage=(0, 2**53)),
     ),
     ("a null usage is no usage", {"text": "Hi", "usage": None}, Reply(text="Hi")),
     (
@@ -123,7 +123,7 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ),
     (
         "usage over 2^53, more than a report adds exactly",
-        {"toolCall": None, "usage": {"inputTokens": 1, "outputTokens": 2**53 + 1}},
+        {"text": "Hi", "usage": {"inputTokens": 1, "outputTokens": 2**53 + 1}},
         "reply:bad-usage",
         "usage.outputTokens: expected a whole number from 0 to 2^53, got 9007199254740993",
     ),
