@@ -675,6 +675,23 @@ class FromTheCommandLine(Calling):
                     ),
                 )
 
+    def test_an_empty_object_in_a_match_is_a_warning_at_validate_and_at_the_start(self) -> None:
+        turns = [{"prompt": "Again.", "expect": {"state": {"match": {"files": {}, "log": [{}]}}}}]
+        task = {"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls", "state": {"match": {}}}}
+        self.task_file([{**task, "turns": turns}], environment={"module": FILES, "class": "FileSystem"})
+        warnings = [
+            "tasks[0].expect.state.match: {} checks nothing: every state holds it",
+            "tasks[0].turns[0].expect.state.match.files: {} checks only that the state has an object there, "
+            "whatever it holds",
+        ]
+        stdout, _, code = run_cli("validate", env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+        self.assertEqual(code, 0, stdout)
+        self.assertEqual([line for line in stdout.splitlines() if "{}" in line], [f"warning: {w}" for w in warnings])
+        _, stderr, _ = run_cli(env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+        self.assertEqual(
+            [line for line in stderr.splitlines() if "warning" in line], [f"eval_agent: warning: {w}" for w in warnings]
+        )
+
     def test_ctrl_c_leaves_no_worker_behind(self) -> None:
         self.assertEqual(self.hang_then(signal.SIGINT), 130)
 

@@ -27,6 +27,7 @@ class Context:
         self.folder = folder  # the task file's, against which an environment's module file is found
         self.problems: list[str] = []
         self.skipped: dict[str, list[str]] = {}  # an unset variable -> the tasks whose forbiddenText check it skips
+        self.cautions: list[str] = []  # what loads but is likely not what the author meant, with its JSON path
         self.variables: set[str] = set()  # every variable a placeholder names
         self.expanded: dict[str, None] = {}  # the variables placeholders were expanded from, outside forbiddenText
         self.tools: dict[str, Tool] = {}  # the file's sound tools by name
@@ -39,6 +40,10 @@ class Context:
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
+
+    def warn(self, path: str, message: str) -> None:
+        """A warning at path: the file loads, and validate and the run say it."""
+        self.cautions.append(f"{path}: {message}")
 
     def text(self, obj: dict[str, Any], key: str, path: str) -> str | None:
         """The non-empty string at obj[key], or None and a problem."""
@@ -113,10 +118,13 @@ class Context:
         return PLACEHOLDER.sub(substitute, text), unset
 
     def warnings(self) -> tuple[str, ...]:
-        """A line per unset variable that skipped forbiddenText checks."""
-        return tuple(
-            f"{name} is not set: {count(len(ids), 'forbiddenText check')} skipped ({', '.join(ids)})"
-            for name, ids in self.skipped.items()
+        """A line per unset variable that skipped forbiddenText checks, then each warning at its path."""
+        return (
+            *(
+                f"{name} is not set: {count(len(ids), 'forbiddenText check')} skipped ({', '.join(ids)})"
+                for name, ids in self.skipped.items()
+            ),
+            *self.cautions,
         )
 
 

@@ -36,6 +36,13 @@ def expect_state(
                 f"{where}.match", f"expected an object the {whose} must contain, got {kind(state['match'])}"
             )
             return None
+        for empty in _empty_objects(state["match"], f"{where}.match"):
+            context.warn(
+                empty,
+                "{} checks nothing: every state holds it"
+                if empty == f"{where}.match"
+                else "{} checks only that the state has an object there, whatever it holds",
+            )
         return ExpectState(match=state["match"], where=where)
     if state != "reference":
         context.problem(where, f"expected {TURN_SHAPE if within_turn else SHAPES}, got {kind(state)}")
@@ -65,3 +72,15 @@ def expect_state(
             )
         calls.append(ToolCall(step.tool, {key: match.values[0] for key, match in step.arg_values.items()}))
     return ExpectState(reference=tuple(calls), where=where)
+
+
+def _empty_objects(match: dict[str, Any], path: str) -> list[str]:
+    """The paths of the empty objects a match holds by key (an array's items are matched exactly: `{}` only by `{}`)."""
+    if not match:
+        return [path]
+    return [
+        empty
+        for key, value in match.items()
+        if isinstance(value, dict)
+        for empty in _empty_objects(value, f"{path}.{key}")
+    ]
