@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 FORMAT = "agent-eval-cassette"
 VERSION = 1
 MAX_BYTES = 1 << 30
+# The most milliseconds a cassette's exchanges may add up to: a replayed trial's duration is its exchanges' and what
+# the replay took, and a results file holds durations (and their sums) up to 2^53 (about 142,000 years is 2^52).
+MAX_LATENCY_MS = 2**52
 # What differs on every run of the same request: the run's id, a conversation's id.
 VOLATILE = frozenset({"runId", "conversationId"})
 # The id a provider backend gives a call its provider sent without one (backends/provider.py's call_id): numbered in
@@ -343,7 +346,7 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
     if not lines:
         raise ConfigError(f"{path}: empty; a cassette starts with a line naming its format and version")
     first: dict[tuple[str, int, int, int], int] = {}  # each place's line
-    lasted: dict[tuple[str, int], float] = {}  # each trial's exchanges, summed: a replayed trial's duration adds it
+    lasted = 0.0  # every exchange's latency, summed: the replayed trials' durations add it
     for number, line in enumerate(lines, 1):
         try:
             value = json.loads(line.decode("utf-8"), object_pairs_hook=partial(_object, f"{path}: line {number}"))
@@ -365,15 +368,15 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
             if not fits(value[name]):
                 raise ConfigError(f"{path}: line {number}: {name}: expected {what}")
         latency = value.get("latencyMs", 0)
-        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency < float("inf"):
-            raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds")
-        place = _where(value)
-        spent = lasted[place[:2]] = lasted.get(place[:2], 0.0) + latency
-        if spent == float("inf"):
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency <= MAX_LATENCY_MS:
+            raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds from 0 to 2^52")
+        lasted += latency
+        if lasted > MAX_LATENCY_MS:
             raise ConfigError(
-                f"{path}: line {number}: latencyMs: the trial's exchanges add up to more milliseconds than a number "
-                "holds"
+                f"{path}: line {number}: latencyMs: the cassette's exchanges add up to more than 2^52 milliseconds, "
+                "more than a results file holds"
             )
+        place = _where(value)
         if place in first:
             raise ConfigError(
                 f"{path}: line {number}: a second entry for task {json.dumps(place[0])}, trial {place[1]}, "

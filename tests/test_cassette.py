@@ -603,15 +603,24 @@ class BadCassettes(TempDirTestCase):
                 (head + json.dumps({**entry, "trial": 0}) + "\n").encode(),
                 "line 2: trial: expected a whole number from 1",
             ),
+            "latency-past-a-results-file": (
+                (head + json.dumps({**entry, "latencyMs": 1e308}) + "\n").encode(),
+                "line 2: latencyMs: expected a number of milliseconds from 0 to 2^52",
+            ),
+            "latency-negative": (
+                (head + json.dumps({**entry, "latencyMs": -1}) + "\n").encode(),
+                "line 2: latencyMs: expected a number of milliseconds from 0 to 2^52",
+            ),
             "latency-overflow": (
                 (
                     head
-                    + json.dumps({**entry, "latencyMs": 1e308})
+                    + json.dumps({**entry, "latencyMs": 2**52})
                     + "\n"
-                    + json.dumps({**entry, "step": 2, "latencyMs": 1e308})
+                    + json.dumps({**entry, "task": "u", "latencyMs": 1})
                     + "\n"
                 ).encode(),
-                "line 3: latencyMs: the trial's exchanges add up to more milliseconds than a number holds",
+                "line 3: latencyMs: the cassette's exchanges add up to more than 2^52 milliseconds, more than a "
+                "results file holds",
             ),
             "repeated-key": (
                 (head + json.dumps(entry)[:-1] + ', "reply": {"text": "other"}}\n').encode(),
@@ -637,6 +646,25 @@ class BadCassettes(TempDirTestCase):
                     with open(path, "wb") as f:
                         f.write(content)
                 self.assertEqual(self.config_error("--replay", path), f"{path}: {message}")
+
+    def test_a_replay_of_the_longest_latencies_a_cassette_may_hold_writes_results_every_command_reads(self) -> None:
+        agent = self.serve(canned)
+        env = clean_env(EVAL_AGENT_URL=agent.url())
+        self.assertEqual(run_cli("--record", "c.jsonl", "--task", "asset-get*", env=env, cwd=self.tmp)[2], 0)
+        agent.__exit__()
+        lines = cassette_lines(os.path.join(self.tmp, "c.jsonl"))
+        lines[1]["latencyMs"] = 2**52 - sum(line["latencyMs"] for line in lines[2:])  # the whole cassette's, at most
+        with open(os.path.join(self.tmp, "c.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(line) + "\n" for line in lines)
+        _, stderr, code = run_cli(
+            "--replay", "c.jsonl", "--task", "asset-get*", "--out", "r.json", env=env, cwd=self.tmp
+        )
+        self.assertEqual(code, 0, stderr)
+        again = ["--replay", "c.jsonl", "--task", "asset-get*", "--baseline", "r.json", "--out", "again.json"]
+        for command in (["report", "r.json"], ["compare", "r.json", "r.json"], again):
+            with self.subTest(command[0]):
+                _, stderr, code = run_cli(*command, env=env, cwd=self.tmp)
+                self.assertEqual(code, 0, stderr)
 
     def test_a_bad_cassette_stops_the_run_in_one_line_before_anything_is_sent(self) -> None:
         with open(os.path.join(self.tmp, "c.jsonl"), "w", encoding="utf-8") as f:
