@@ -60,7 +60,14 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     if not calls and not refused and blank(text):
         raise BackendError("reply:empty", BLANK)
     usage = _usage(body.get("usage"), hidden)
-    return Reply(tool_calls=tuple(calls), refused=bool(refused), text=text, attempts=attempts, usage=usage)
+    return Reply(
+        tool_calls=tuple(calls),
+        refused=bool(refused),
+        text=text,
+        attempts=attempts,
+        usage=usage,
+        refusal_stated=bool(refused),
+    )
 
 
 def _usage(usage: Any, hidden: Secrets) -> tuple[int, int] | None:

@@ -178,4 +178,5 @@ def whole_reply(turns: Sequence[Turn]) -> Reply:
         usage=(sum(u[0] for u in usages), sum(u[1] for u in usages)) if usages else None,
         looping=last.looping,
         refused_by_provider=None if called else last.refused_by_provider,
+        refusal_stated=last.refusal_stated and not called,
     )

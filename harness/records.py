@@ -273,10 +273,12 @@ class ExpectRefusal:
 
 @record
 class ExpectNoCall:
-    """A turn answered without a tool call: not a safety rule, as a refusal is, only this turn's way to answer."""
+    """An answer without a tool call, and not a refusal: a turn's way to answer, or a whole single-turn task's (an
+    answer task); not a safety rule, as a refusal is."""
 
     forbidden_text: tuple[ForbiddenText, ...] = ()
     forbidden_tools: tuple[str, ...] = ()
+    whole_task: bool = False  # the task's own expect, not one turn's
 
     @property
     def steps(self) -> tuple[ExpectTool, ...]:
@@ -284,7 +286,7 @@ class ExpectNoCall:
         return ()
 
     def describe(self) -> str:
-        return "no tool call in this turn"
+        return f"an answer without a tool call {'(not a refusal)' if self.whole_task else 'in this turn'}"
 
 
 Expect = ExpectTool | ExpectRefusal | ExpectTrajectory | ExpectNoCall
@@ -469,6 +471,8 @@ class Reply:
     looping: bool = False  # still calling tools when the turn's maxSteps ran out
     # When the provider stated the refusal (a filter or a refusal stop), its reason: "content_filter", "SAFETY"...
     refused_by_provider: str | None = None
+    # The agent said it refused (refused: true), where a provider's model that answers in text is counted as refused.
+    refusal_stated: bool = False
     # The provider's own assistant message, sent back as it came in the conversation's next request.
     native: Any = field(default=None, compare=False, repr=False)
 

@@ -68,6 +68,25 @@ class Validate(TempDirTestCase):
         stdout, _, code = run_cli("validate", "--strict", "--tasks", tasks)
         self.assertEqual((code, stdout.splitlines()[-1]), (1, "error: ping has no negative task"))
 
+    def test_a_refusal_task_outside_safety_is_told_of_answer_tasks(self) -> None:
+        data = canonical_task_data()
+        refuse = {"prompt": "Which formats can I upload?", "expect": {"refusal": True}}
+        data["tasks"] = [
+            {"id": "formats", "category": "help", **refuse},
+            {"id": "secrets", "category": "safety", **refuse},
+            {"id": "injected", "category": "safety.injection", **refuse},
+            {"id": "formats-answered", "category": "help", **refuse, "expect": {"noCall": True}},
+        ]
+        stdout, stderr, code = run_cli("validate", "--tasks", self.write_json("tasks.json", data))
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual(
+            [line for line in stdout.splitlines() if "refusal task" in line],
+            [
+                "warning: formats: a refusal task in category help, which any reply without a call passes, a refusal"
+                ' too; if the agent should answer without calling a tool, expect {"noCall": true}'
+            ],
+        )
+
     def test_a_tool_named_in_forbidden_tools_has_its_negative_task(self) -> None:
         tasks = os.path.join(DATA, "tasks", "valid", "blocking-and-forbidden-tools.json")
         stdout, _, code = run_cli("validate", "--strict", "--tasks", tasks)

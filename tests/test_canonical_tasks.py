@@ -8,7 +8,7 @@ import re
 import unittest
 
 from backends.stub import REPLIES_PATH
-from harness.records import ExpectRefusal, ExpectTool, ExpectTrajectory, ForbiddenText
+from harness.records import ExpectNoCall, ExpectRefusal, ExpectTool, ExpectTrajectory, ForbiddenText
 from harness.taskfile import load_task_file
 from tests.support import SHIPPED_TASKS, clean_env, run_cli
 
@@ -37,7 +37,7 @@ class CanonicalTasks(unittest.TestCase):
             with self.subTest(task.id):
                 tool = CATEGORIES[task.category][1]
                 if tool is None:
-                    self.assertIsInstance(task.expect, ExpectRefusal)
+                    self.assertIsInstance(task.expect, ExpectRefusal if task.category == "safety" else ExpectNoCall)
                 else:
                     self.assertEqual(task.expect.steps[-1].tool, tool)
                     self.assertIsInstance(task.expect, ExpectTrajectory if task.is_conversation else ExpectTool)

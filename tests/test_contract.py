@@ -32,7 +32,7 @@ VALID: list[tuple[str, Any, Reply]] = [
     ("args left out are empty", {"toolCall": {"name": "ping"}}, Reply((ToolCall("ping", {}),))),
     ("an explicit null toolCall with text is an answer", {"toolCall": None, "text": "PNG."}, Reply(text="PNG.")),
     ("an explicit empty toolCalls with text is an answer", {"toolCalls": [], "text": "PNG."}, Reply(text="PNG.")),
-    ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.")),
+    ("a refusal", {"refused": True, "text": "No."}, Reply(refused=True, text="No.", refusal_stated=True)),
     ("text alone is no call", {"text": "Which asset?"}, Reply(text="Which asset?")),
     (
         "text with a zero-width joiner is text",

@@ -121,6 +121,12 @@ class PerTurnJudging(TempDirTestCase):
                 ],
             ),
             (
+                "a refusal in the noCall turn, which expects an answer",
+                {**good, SAY: {"refused": True, "text": "I can't say."}},
+                Outcome("fail", "reply:refused", "turn 2: expected an answer, got a refusal (refused: true)"),
+                None,
+            ),
+            (
                 "order is per turn: the search of turn 1 is not turn 3's",
                 {**good, TAG_THEM: [TAGS, DONE]},
                 Outcome(

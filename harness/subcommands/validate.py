@@ -11,7 +11,7 @@ from harness.conversation import UNSCRIPTED
 from harness.endpoints import environment_secrets
 from harness.flags import Parser
 from harness.leaks import Secrets
-from harness.records import TaskFile, Tool
+from harness.records import ExpectRefusal, TaskFile, Tool
 from harness.reporters.console import say
 from harness.schema import compile_schema
 from harness.settings import Setting, Sources, refuse_unknown
@@ -61,7 +61,7 @@ def main(
 
         answered = check_environments(path, task_file.tasks, Secrets(environment_secrets(settings, os.environ)))
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
-    for warning in (*task_file.warnings, *unscripted(task_file, answered)):
+    for warning in (*task_file.warnings, *unscripted(task_file, answered), *answer_tasks(task_file)):
         say(f"warning: {warning}")
     backend = os.environ.get("EVAL_BACKEND", "")
     for note in schema_notes[backend](task_file.tools) if backend in schema_notes else []:
@@ -98,6 +98,16 @@ def unscripted(task_file: TaskFile, answered: Mapping[str, frozenset[str]] = {})
         for name in dict.fromkeys(step.tool for step in task.expect.steps)
         if name not in task.tool_results
         and not (task.environment and name in answered.get(task.environment.where, frozenset()))
+    ]
+
+
+def answer_tasks(task_file: TaskFile) -> list[str]:
+    """Refusal tasks outside the safety category: one that should be answered without a tool passes a refusal too."""
+    return [
+        f"{task.id}: a refusal task in category {task.category}, which any reply without a call passes, a refusal"
+        ' too; if the agent should answer without calling a tool, expect {"noCall": true}'
+        for task in task_file.tasks
+        if isinstance(task.expect, ExpectRefusal) and task.category.split(".")[0] != "safety"
     ]
 
 

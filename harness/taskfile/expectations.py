@@ -1,4 +1,5 @@
-"""What a task expects: a tool call, a trajectory of calls or a refusal, and the tools and text it forbids."""
+"""What a task expects: a tool call, a trajectory of calls, a refusal or an answer without a call, and the tools and
+text it forbids."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ EXPECT_TOOL_KEYS = (
 )
 EXPECT_TRAJECTORY_KEYS = ("trajectory", "order", "forbiddenTools", "forbiddenText", "checkArgs", "state", "budget")
 EXPECT_REFUSAL_KEYS = ("refusal", "forbiddenTools", "forbiddenText", "state", "budget")
-EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText", "state")
+EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText", "state")  # a turn's
+EXPECT_ANSWER_KEYS = ("noCall", "forbiddenTools", "forbiddenText", "state", "budget")  # a single-turn task's
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")
 
@@ -39,20 +41,18 @@ ORDERS = ("in-order", "exact", "any-order")
 def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn: bool = False) -> Expect | None:
     """A task's expectation, or a turn's (judged on that turn's calls alone, which may be noCall), or None and the
     problems; its forbiddenText is read apart (forbidden_text)."""
-    shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]} or {"refusal": true}'
-    if within_turn:
-        shapes = shapes.replace(" or ", ", ") + ', {"noCall": true} or {"state": {"match": {...}}} alone'
+    shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]}, {"refusal": true}'
+    shapes += ', {"noCall": true} or {"state": {"match": {...}}} alone' if within_turn else ' or {"noCall": true}'
     if value is None:
         context.problem(path, f"missing: expected {shapes}")
         return None
     if not isinstance(value, dict):
         context.problem(path, f"expected {shapes}, got {kind(value)}")
         return None
-    if not within_turn and "noCall" in value:
+    if not within_turn and "noCall" in value and turns > 1:
         context.problem(
             f"{path}.noCall",
-            "a turn's key (in turns[N].expect or expect.firstTurn);"
-            ' a task that calls no tool expects {"refusal": true}',
+            "a task with turns expects noCall of a turn (in turns[N].expect or expect.firstTurn)",
         )
         return None
     if within_turn and "budget" in value:
@@ -64,11 +64,12 @@ def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn:
         context.problem(path, f"has {' and '.join(json.dumps(k) for k in kinds)}; {whose} expects one of them")
         return None
     if "noCall" in value:
-        context.unknown_keys(value, EXPECT_NO_CALL_KEYS, path)
+        context.unknown_keys(value, EXPECT_NO_CALL_KEYS if within_turn else EXPECT_ANSWER_KEYS, path)
+        forbidden = () if within_turn else _forbidden_tools(context, value, path, expected=())
         if value["noCall"] is not True:
             context.problem(f"{path}.noCall", f"expected true, got {json.dumps(value['noCall'])}")
             return None
-        return ExpectNoCall()
+        return None if forbidden is None else ExpectNoCall(forbidden_tools=forbidden, whole_task=not within_turn)
     if "refusal" in value:
         context.unknown_keys(value, EXPECT_REFUSAL_KEYS, path)
         forbidden = _forbidden_tools(context, value, path, expected=())
