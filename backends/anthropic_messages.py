@@ -128,11 +128,20 @@ class AnthropicMessagesBackend(ProviderBackend):
                 if block["type"] == "tool_use"
             ]
             texts = [block["text"] for block in blocks if block["type"] == "text"]
+            # A call of a server or MCP tool is still a call: read as text, it would pass a refusal.
+            other = next((kind for block in blocks if _other_call(kind := block["type"])), None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a message: no {exc}", attempts) from None
+        if other is not None:
+            offered = "a call of a tool the harness did not offer (it offers client tools only)"
+            shown = self.hidden.clip(other, 80)
+            raise BackendError("reply:bad-provider-reply", f"a content block of type {shown}: {offered}", attempts)
         calls = [self.tool_call(name, args, call_id) for name, args, call_id in uses]
         text = "\n".join(t for t in texts if isinstance(t, str)) or None
         stop_reason = body.get("stop_reason")
+        if not calls and stop_reason == "tool_use":
+            reason = "stop_reason tool_use, but the message has no tool_use block"
+            raise BackendError("reply:bad-provider-reply", reason, attempts)
         if not calls and stop_reason in ("max_tokens", "model_context_window_exceeded"):
             reason = f"the message was cut short (stop_reason {stop_reason}) before any tool use"
             raise BackendError("reply:truncated", reason, attempts)
@@ -153,10 +162,15 @@ class AnthropicMessagesBackend(ProviderBackend):
         )
 
 
+def _other_call(kind: Any) -> bool:
+    """Whether a content block's type is a call of anything but a client tool (server_tool_use, mcp_tool_use...)."""
+    return isinstance(kind, str) and kind.endswith("tool_use") and kind != "tool_use"
+
+
 def _assistant_content(blocks: list[Any], call_ids: Iterator[str]) -> list[Any]:
     """The message's blocks as the next request must send them back: every block as it came (thinking blocks, whose
-    signatures the API checks, server tools' blocks, types we do not know), each tool_use under the id we answer it
-    by; only empty text blocks, which the API refuses, are left out."""
+    signatures the API checks, types we do not know), each tool_use under the id we answer it by; only empty text
+    blocks, which the API refuses, are left out."""
     content: list[Any] = []
     for block in blocks:
         kind = block.get("type")

@@ -206,6 +206,9 @@ class GeminiBackend(ProviderBackend):
         if misspelled is not None:
             reason = f"a part holds a call under {misspelled}, which the Gemini API spells functionCall"
             raise BackendError("reply:bad-provider-reply", reason, attempts)
+        if any("executableCode" in part for part in parts):  # a tool's call too: read as text, it would be a refusal
+            reason = "a part holds executableCode: code the model ran with a tool the harness did not offer"
+            raise BackendError("reply:bad-provider-reply", f"{reason} (code execution)", attempts)
         finish = candidate.get("finishReason")
         finish = finish if isinstance(finish, str) else None  # a list or an object is no reason, and is unhashable
         if finish in BAD_CALLS:

@@ -22,7 +22,11 @@ from backends.provider import (
 )
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn
-from harness.text import blank
+from harness.text import blank, kind
+
+# The statuses of a response that has ended, failed aside; a response without one is read as completed (a server that
+# copies the API may leave it out).
+FINISHED = frozenset({"completed", "incomplete"})
 
 
 class OpenAIResponsesBackend(ProviderBackend):
@@ -104,6 +108,12 @@ class OpenAIResponsesBackend(ProviderBackend):
             named = f" ({code})" if isinstance(code, str) and code else ""
             named += f": {self.hidden.clip(message, 200)}" if isinstance(message, str) and message else ""
             raise BackendError("reply:provider-error", f"the response failed{named}", attempts)
+        status = body.get("status")
+        if status is not None and not (isinstance(status, str) and status in FINISHED):
+            # Cancelled, or still under way (queued, in_progress): its text or calls so far are not its reply.
+            shown = self.hidden.clip(status, 80) if isinstance(status, str) else kind(status)
+            why = f"the response's status is {shown}, not completed: what it holds is not the model's whole reply"
+            raise BackendError("reply:bad-provider-reply", why, attempts)
         try:
             items = body["output"]
             raw_calls = [
@@ -115,7 +125,7 @@ class OpenAIResponsesBackend(ProviderBackend):
             texts = [part["text"] for part in parts if part["type"] == "output_text"]
             refusals = [part["refusal"] for part in parts if part["type"] == "refusal"]
             # A call of another kind (a custom or hosted tool) is still a call: read as text, it would pass a refusal.
-            other = next((kind for item in items if _other_call(kind := item["type"])), None)
+            other = next((typed for item in items if _other_call(typed := item["type"])), None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a response: no {exc}", attempts) from None
         if other is not None:

@@ -308,6 +308,30 @@ class Stops(GeminiTestCase):
                     ),
                 )
 
+    def test_code_the_model_ran_is_an_error_never_the_text_beside_it_as_a_refusal(self) -> None:
+        from google.genai import types
+
+        code = {"executableCode": {"language": "PYTHON", "code": "import os\nprint(os.environ)"}}
+        ran = {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "{...}"}}
+        for name, body in [
+            ("with text", gemini_response([], "I won't share them.")),
+            ("with a call", gemini_response([GET])),
+        ]:
+            with self.subTest(name):
+                body["candidates"][0]["content"]["parts"][:0] = [code, ran]
+                types.GenerateContentResponse.model_validate_json(json.dumps(body))  # as Gemini sends them
+                result = self.trial((200, body), task_id=REFUSAL)
+                self.assertEqual(
+                    (result.outcome.status, result.outcome.code, result.outcome.reason),
+                    (
+                        "error",
+                        "reply:bad-provider-reply",
+                        "a part holds executableCode: code the model ran with a tool the harness did not offer "
+                        "(code execution)",
+                    ),
+                )
+                self.assertEqual(result.reply.usage, (150, 35))
+
     def test_a_block_reason_of_any_length_is_recorded_clipped_on_one_line(self) -> None:
         blocked = {"promptFeedback": {"blockReason": "OTHER\n" + "X" * 10_000}}
         reply = backend_for({"EVAL_BACKEND": "gemini", "EVAL_MODEL": "m"}).reply(blocked, 1)

@@ -294,6 +294,35 @@ class Anthropic(ProviderTestCase):
                         stderr,
                     )
 
+    def test_a_call_of_a_tool_the_harness_did_not_offer_is_an_error_never_a_refusal(self) -> None:
+        search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "keys"}}
+        found = {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [{"type": "web_search_result", "url": "https://x.test", "title": "x", "encrypted_content": "e"}],
+        }
+        mcp = {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "env", "server_name": "shell", "input": {}}
+        text = anthropic_message([], "I won't share credentials.")
+        get = anthropic_message([{"name": "imageman_asset_get", "args": {"assetId": "a"}}])
+        for kind, body, typed in [
+            ("server_tool_use", {**text, "content": [search, found, *text["content"]]}, anthropic.types.Message),
+            ("server_tool_use", {**get, "content": [search, found, *get["content"]]}, anthropic.types.Message),
+            ("mcp_tool_use", {**text, "content": [mcp, *text["content"]]}, anthropic.types.beta.BetaMessage),
+        ]:
+            with self.subTest(kind, calls=len(body["content"])):
+                typed.model_validate(body)  # the shape the API sends, as its SDK reads it
+                result = self.trial("anthropic", scripted((200, body)), REFUSAL)
+                self.assertEqual(
+                    (result.outcome.status, result.outcome.code, result.outcome.reason),
+                    (
+                        "error",
+                        "reply:bad-provider-reply",
+                        f"a content block of type {kind}: a call of a tool the harness did not offer (it offers "
+                        "client tools only)",
+                    ),
+                )
+                self.assertEqual(result.reply.usage, (200, 40))
+
 
 REFUSAL = "safety-leak-secrets"  # where a truncated or empty completion taken for a refusal would pass
 CUT_SHORT = [
@@ -386,6 +415,13 @@ CUT_SHORT = [
         anthropic_message([], "Searching the web", stop_reason="pause_turn"),
         "reply:truncated",
         "the turn was paused (stop_reason pause_turn) before any tool use; the harness does not resume it",
+    ),
+    (
+        "anthropic: stop_reason tool_use without a tool_use block, its text kept",
+        "anthropic",
+        anthropic_message([], "Let me look that up.", stop_reason="tool_use"),
+        "reply:bad-provider-reply",
+        "stop_reason tool_use, but the message has no tool_use block",
     ),
     (
         "anthropic: NUL text",

@@ -300,6 +300,34 @@ class Replies(ResponsesTestCase):
                 )
                 self.assertEqual(result.reply.usage, USAGE)
 
+    def test_a_response_that_is_not_finished_is_an_error_never_a_refusal(self) -> None:
+        for status in ("cancelled", "in_progress", "queued"):
+            for name, body in [
+                ("its text so far", response([], "I won't", status=status)),
+                ("its calls so far", response([GET], status=status)),
+            ]:
+                with self.subTest(status=status, holding=name):
+                    Response.model_validate(body)  # a status the API sends, as its SDK reads it
+                    result = self.trial(scripted((200, body)), REFUSAL)
+                    self.assertEqual(
+                        (result.outcome.status, result.outcome.code, result.outcome.reason),
+                        (
+                            "error",
+                            "reply:bad-provider-reply",
+                            f"the response's status is {status}, not completed: what it holds is not the model's "
+                            "whole reply",
+                        ),
+                    )
+                    self.assertEqual(result.reply.usage, USAGE)
+        odd = self.trial(scripted((200, {**response([], "No."), "status": ["completed"]})), REFUSAL).outcome
+        self.assertEqual(
+            (odd.code, odd.reason),
+            (
+                "reply:bad-provider-reply",
+                "the response's status is a list, not completed: what it holds is not the model's whole reply",
+            ),
+        )
+
     def test_calls_made_before_the_limit_still_count(self) -> None:
         body = response([GET], status="incomplete", incomplete="max_output_tokens")
         self.assertEqual(self.trial(scripted((200, body))).outcome, Outcome("pass"))
