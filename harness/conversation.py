@@ -11,6 +11,7 @@ from typing import Any
 from harness.cassette import Place, at
 from harness.environments import CODE, World, WorldError
 from harness.records import (
+    NO_BUDGET,
     AgentRequest,
     Backend,
     BackendError,
@@ -25,7 +26,7 @@ from harness.records import (
     Turn,
     replace,
 )
-from harness.scoring import call_problem
+from harness.scoring import call_problem, repeated_steps
 from harness.text import provider_name
 from harness.textcalls import checked
 
@@ -106,6 +107,7 @@ def converse(
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
     plays = backend.PLAYS_TOOLS and task.is_conversation
+    repeats = (task.budget or NO_BUDGET).max_repeats
     player = ToolPlayer(task.tool_results, world)
     turns: list[Turn] = []  # the conversation so far, as the agent is sent it: without the states taken
     ends: dict[int, EndState] = {}  # by turn: the world's state when it ended, for the turns that check it
@@ -129,6 +131,10 @@ def converse(
             except WorldError as err:
                 steps.append(Step(replace(reply, error_code=CODE, error=str(err))))
                 break
+            loop = repeated_steps(steps, repeats, index + 1) if repeats is not None else None
+            if loop is not None:  # asking again would get the same again: stopped here, not when maxSteps runs out
+                steps[-1] = replace(steps[-1], reply=replace(reply, loop=loop))
+                break
         if world is not None and task.turn_states and task.turn_states[index] and steps[-1].reply.error_code is None:
             try:
                 ends[index] = EndState(world.state())
@@ -136,7 +142,7 @@ def converse(
                 steps[-1] = replace(steps[-1], reply=replace(steps[-1].reply, error_code=CODE, error=str(err)))
         turns.append(Turn(user, tuple(steps)))
         last = steps[-1].reply
-        if last.error_code is not None or last.looping:
+        if last.error_code is not None or last.looping or last.loop is not None:
             break
     return tuple(
         replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)
@@ -177,6 +183,7 @@ def whole_reply(turns: Sequence[Turn]) -> Reply:
         attempts=sum(reply.attempts for _, reply in replies),
         usage=(sum(u[0] for u in usages), sum(u[1] for u in usages)) if usages else None,
         looping=last.looping,
+        loop=last.loop,
         refused_by_provider=None if called else last.refused_by_provider,
         refusal_stated=last.refusal_stated and not called,
     )

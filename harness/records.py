@@ -325,7 +325,7 @@ DEFAULT_MAX_STEPS = 8
 DEFAULT_ENVIRONMENT_TIMEOUT = 10.0  # seconds a worker may take over one request: starting, a call, the state
 
 
-DEFAULT_MAX_REPEATS = 3  # the same call this many times in a row within a turn is a loop
+DEFAULT_MAX_REPEATS = 3  # this many steps in a row of a turn with the same calls and the same results are a loop
 
 
 @record(kw_only=True)
@@ -336,7 +336,8 @@ class Budget:
     max_tool_calls: int | None = None  # calls over the trial
     max_calls_per_tool: Mapping[str, int] = field(default_factory=dict)  # a tool's name -> its calls over the trial
     max_latency_ms: float | None = None  # the trial's durationMs
-    max_repeats: int | None = DEFAULT_MAX_REPEATS  # the same call (tool and arguments) in a row in a turn; None: off
+    # Steps in a row of a turn with the same calls (tools and arguments) and the same results; None: no loop checked.
+    max_repeats: int | None = DEFAULT_MAX_REPEATS
     blocking: bool = False  # a breach fails a blocking task's gate as any failure does; else it only counts
 
     def written(self) -> dict[str, Any]:
@@ -469,6 +470,9 @@ class Reply:
     attempts: int = 1
     usage: tuple[int, int] | None = None  # provider-reported (input, output) tokens
     looping: bool = False  # still calling tools when the turn's maxSteps ran out
+    # Why the conversation was stopped at this step as a loop: maxRepeats steps in a row of the same calls, each with
+    # the same results (harness.scoring.repeated_steps).
+    loop: str | None = None
     # When the provider stated the refusal (a filter or a refusal stop), its reason: "content_filter", "SAFETY"...
     refused_by_provider: str | None = None
     # The agent said it refused (refused: true), where a provider's model that answers in text is counted as refused.
@@ -642,7 +646,7 @@ class Tally:
     unreached: bool = False  # every trial ended before the agent answered: down, or our credentials rejected
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) over the trials
     latency_ms: float = 0.0
-    over_budget: int = 0  # trials that did what the task asks but broke its budget or the loop rule
+    over_budget: int = 0  # trials that did what the task asks but broke its budget
     # Trials that did not pass on a budget alone (a breach, or tokens not reported), which its budget lets a blocking
     # task's gate pass: they count against the pass-rate only.
     budget_excused: int = 0
@@ -721,7 +725,7 @@ class Summary:
     internal_error: str | None = None  # `<type>: <message>` of a bug in the harness that cut the run short
     tokens: tuple[int, int] | None = None  # provider-reported (input, output) in total
     latency_ms: float = 0.0
-    over_budget: int = 0  # trials that did what their task asks but broke its budget or the loop rule
+    over_budget: int = 0  # trials that did what their task asks but broke its budget
     growth: tuple[Growth, ...] = ()  # against a baseline, when one was given: each figure a growth limit applies to
 
     @property

@@ -19,6 +19,7 @@ from harness.records import (
     ExpectTrajectory,
     Outcome,
     Reply,
+    Step,
     Task,
     ToolCall,
     Turn,
@@ -42,8 +43,8 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
 
 
 def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float, turns: Sequence[Turn] = ()) -> Outcome:
-    """A pass held to the task's budget (every task to the loop rule): the same call in a row too often, too many tool
-    calls in all or of one tool, too many tokens, too long; a trial that did not pass keeps its own verdict.
+    """A pass held to the task's budget: too many tool calls in all or of one tool, too many tokens, too long; a trial
+    that did not pass keeps its own verdict.
 
     reply: the trial's steps taken together; turns: its steps one by one. Tokens the backend did not report, for the
     trial or for some of its steps, cannot be said to be within a maxTokens budget: an error, never a pass.
@@ -52,9 +53,6 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
         return outcome
     budget = task.budget or NO_BUDGET
     calls = reply.tool_calls
-    loop = _loop(calls, budget.max_repeats) if budget.max_repeats is not None else None
-    if loop is not None:
-        return Outcome("fail", "conversation:loop", loop)
     if budget.max_tool_calls is not None and len(calls) > budget.max_tool_calls:
         return Outcome("fail", "budget:tool-calls", _over(len(calls), "tool call", budget.max_tool_calls))
     for tool, limit in budget.max_calls_per_tool.items():
@@ -86,23 +84,39 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
     return outcome
 
 
-def _loop(calls: Sequence[ToolCall], repeats: int) -> str | None:
-    """`imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)`: the first call made `repeats`
-    times in a row within one turn (across its steps), the same tool with the same arguments; None when none was."""
-    run, last = 0, None
-    for call in calls:
-        run = run + 1 if last is not None and _same_call(call, last) else 1
-        last = call
-        if run == repeats:
-            made = clip(call_text(call.name, call.args, values=True), SHOWN)
-            return f"{made} {repeats} times in a row in turn {call.turn} (maxRepeats {repeats})"
-    return None
+def repeated_steps(steps: Sequence[Step], repeats: int, turn: int) -> str | None:
+    """Why a turn's last `repeats` steps are a loop: each made the same calls (in any order) and got the same results
+    for them, so nothing the agent did moved it on; None when they are not. Calls alike within one step are not a loop
+    (parallel calls), nor is a call whose result changed (polling)."""
+    if len(steps) < repeats or not steps[-1].results:
+        return None
+    last = steps[-1]
+    if not all(_same_step(step, last) for step in steps[-repeats:-1]):
+        return None
+    made = ", ".join(call_text(result.call.name, result.call.args, values=True) for result in last.results)
+    return (
+        f"the same calls with the same results in {repeats} steps in a row in turn {turn}: {clip(made, SHOWN)}"
+        f" (maxRepeats {repeats})"
+    )
+
+
+def _same_step(step: Step, other: Step) -> bool:
+    """Each call of one step matched by a call of the other alike, with the same result (each matched once)."""
+    if len(step.results) != len(other.results):
+        return False
+    unmatched = list(other.results)
+    for result in step.results:
+        alike = (o for o in unmatched if _same_call(result.call, o.call) and json_equal(result.content, o.content))
+        match = next(alike, None)
+        if match is None:
+            return False
+        unmatched.remove(match)
+    return True
 
 
 def _same_call(call: ToolCall, other: ToolCall) -> bool:
-    """The same tool in the same turn, with arguments equal as JSON (1 and 1.0 alike, keys in any order)."""
-    same = (call.turn, call.name, call.args_error) == (other.turn, other.name, other.args_error)
-    return same and json_equal(call.args, other.args)
+    """The same tool, with arguments equal as JSON (1 and 1.0 alike, keys in any order)."""
+    return (call.name, call.args_error) == (other.name, other.args_error) and json_equal(call.args, other.args)
 
 
 def _over(measured: int, unit: str, limit: int) -> str:
@@ -200,6 +214,8 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets, by_st
         return Outcome("fail", "reply:refused", f"expected an answer, got {said}")
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         return PASS
+    if reply.loop is not None:
+        return Outcome("fail", "conversation:loop", reply.loop)
     if reply.looping:
         called = " -> ".join(call.name for call in reply.tool_calls[-3:])
         return Outcome(

@@ -79,7 +79,7 @@ def expected_text(task: Task) -> str:
 
 
 def budget_text(budget: Mapping[str, Any]) -> str:
-    """`at most 1,500 tokens, 3 tool calls, 1 call of imageman.asset.get, 2,000 ms; no call 4 times in a row;
+    """`at most 1,500 tokens, 3 tool calls, 1 call of imageman.asset.get, 2,000 ms; no 4 steps alike in a row;
     blocking`: a task's budget as its results entry records it."""
     limits = [f"{budget['maxTokens']:,} tokens"] if "maxTokens" in budget else []
     limits += [count(budget["maxToolCalls"], "tool call")] if "maxToolCalls" in budget else []
@@ -88,7 +88,7 @@ def budget_text(budget: Mapping[str, Any]) -> str:
     said = [f"at most {', '.join(limits)}"] if limits else []
     if "maxRepeats" in budget:
         repeats = budget["maxRepeats"]
-        said.append("no loop checked" if repeats is None else f"no call {repeats} times in a row")
+        said.append("no loop checked" if repeats is None else f"no {repeats} steps alike in a row")
     return "; ".join(said + (["blocking"] if budget.get("blocking") else [])) or "no limit"
 
 

@@ -26,9 +26,10 @@ EXIT_CODES = (
 UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"})
 # harness.cassette's: a request its cassette holds no reply for, or a reply edited into what no run records
 REPLAYED_NOTHING = frozenset({"replay:miss", "replay:bad-reply"})
-# Codes of a trial that did what its task asks but broke its budget or the loop rule (harness.scoring's), and of one
-# whose tokens no one reported under a token budget: what a budget that does not say "blocking" keeps from blocking.
-BUDGET_BREACHES = frozenset({"conversation:loop", "budget:tool-calls", "budget:tokens", "budget:latency"})
+# Codes of a trial that did what its task asks but broke its budget (harness.scoring's), and of one whose tokens no
+# one reported under a token budget: what a budget that does not say "blocking" keeps from blocking. A loop is not one:
+# it stopped the conversation before the task was done, as maxSteps does, and fails as any failure does.
+BUDGET_BREACHES = frozenset({"budget:tool-calls", "budget:tokens", "budget:latency"})
 BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 
 

@@ -20,13 +20,14 @@ from harness.records import (
     Step,
     Task,
     ToolCall,
+    ToolResult,
     ToolScript,
     Turn,
     replace,
 )
 from harness.results import load_results, task_entry
 from harness.running import run_task
-from harness.scoring import score_budget
+from harness.scoring import repeated_steps, score_budget
 from harness.taskfile import load_task_file
 from harness.text import budget_text
 from harness.verdict import Tallies, decide, tally
@@ -60,63 +61,14 @@ PASS = Outcome("pass")
 
 # (name, budget, reply, durationMs, expected outcome of a trial otherwise passing)
 CASES: list[tuple[str, Budget | None, Reply, float, Outcome]] = [
-    ("no budget: two calls alike in a row are no loop", None, Reply((A1, A1)), 5, PASS),
     (
-        "no budget: three calls alike in a row are a loop",
+        "no budget: calls alike in one reply are no loop, whatever their number",
         None,
-        Reply((A1, A1, A1)),
-        5,
-        Outcome(
-            "fail",
-            "conversation:loop",
-            'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)',
-        ),
-    ),
-    ("loop: the same tool with other arguments is no loop", None, Reply((A1, A2, A1, A2, A1)), 5, PASS),
-    ("loop: another call between breaks the row", None, Reply((A1, A1, SEARCH, A1)), 5, PASS),
-    (
-        "loop: arguments equal as JSON (25 and 25.0, keys in another order) are the same call",
-        None,
-        Reply((call(assetId="a1", limit=25), call(limit=25.0, assetId="a1"), call(assetId="a1", limit=25))),
-        5,
-        Outcome(
-            "fail",
-            "conversation:loop",
-            'imageman.asset.get({"assetId": "a1", "limit": 25}) 3 times in a row in turn 1 (maxRepeats 3)',
-        ),
-    ),
-    ("loop: true is not 1", None, Reply((call(x=True), call(x=1), call(x=True))), 5, PASS),
-    (
-        "loop: the same call across a turn's steps and its parallel calls",
-        None,
-        Reply((A1, call(assetId="a1", turn=2), call(assetId="a1", turn=2), call(assetId="a1", turn=2))),
-        5,
-        Outcome(
-            "fail",
-            "conversation:loop",
-            'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 2 (maxRepeats 3)',
-        ),
-    ),
-    (
-        "loop: a row split by a new turn is two rows",
-        None,
-        Reply((A1, A1, call(assetId="a1", turn=2), call(assetId="a1", turn=2))),
+        Reply((A1, A1, A1, A1)),
         5,
         PASS,
     ),
-    ("maxRepeats 4: three in a row pass", Budget(max_repeats=4), Reply((A1, A1, A1)), 5, PASS),
-    (
-        "maxRepeats 4: four in a row fail",
-        Budget(max_repeats=4),
-        Reply((A1, A1, A1, A1)),
-        5,
-        Outcome(
-            "fail",
-            "conversation:loop",
-            'imageman.asset.get({"assetId": "a1"}) 4 times in a row in turn 1 (maxRepeats 4)',
-        ),
-    ),
-    ("maxRepeats null: no loop is checked", Budget(max_repeats=None), Reply((A1,) * 9), 5, PASS),
+    ("maxRepeats null: calls alike in one reply pass too", Budget(max_repeats=None), Reply((A1,) * 9), 5, PASS),
     ("maxToolCalls: at the budget passes", Budget(max_tool_calls=2), Reply((SEARCH, A1)), 5, PASS),
     (
         "maxToolCalls: over it fails",
@@ -222,9 +174,86 @@ class Scoring(unittest.TestCase):
         reported = (Turn("p", (steps[0], Step(Reply(text="done", usage=(130, 5))))),)
         self.assertEqual(score_budget(task(Budget(max_tokens=1500)), PASS, reply, 5, reported), PASS)
 
-    def test_a_loop_is_named_before_what_it_cost(self) -> None:
-        outcome = score_budget(task(Budget(max_tool_calls=1)), PASS, Reply((A1, A1, A1)), 5)
-        self.assertEqual(outcome.code, "conversation:loop")
+
+def step(*played: tuple[ToolCall, Any]) -> Step:
+    """A step whose reply made these calls and got these results back."""
+    return Step(Reply(tuple(call for call, _ in played)), tuple(ToolResult(call, result) for call, result in played))
+
+
+PENDING, DONE = {"status": "pending"}, {"status": "done"}
+LOOP_3 = (
+    'the same calls with the same results in 3 steps in a row in turn 1: imageman.asset.get({"assetId": "a1"})'
+    " (maxRepeats 3)"
+)
+# (name, the turn's steps so far, maxRepeats, why they are a loop or None)
+LOOPS: list[tuple[str, tuple[Step, ...], int, str | None]] = [
+    ("two steps alike are no loop", (step((A1, PENDING)),) * 2, 3, None),
+    ("three steps alike, the same call and the same result, are a loop", (step((A1, PENDING)),) * 3, 3, LOOP_3),
+    (
+        "polling: the same call whose result changed is progress",
+        (step((A1, PENDING)), step((A1, PENDING)), step((A1, DONE))),
+        3,
+        None,
+    ),
+    ("three calls alike in one step are no loop", (step((A1, PENDING), (A1, PENDING), (A1, PENDING)),), 3, None),
+    (
+        "steps of the same parallel calls in any order, each with its same result, are a loop",
+        (step((A1, PENDING), (SEARCH, DONE)), step((SEARCH, DONE), (A1, PENDING)), step((A1, PENDING), (SEARCH, DONE))),
+        3,
+        'the same calls with the same results in 3 steps in a row in turn 1: imageman.asset.get({"assetId": "a1"}),'
+        ' imageman.asset.search({"query": "x"}) (maxRepeats 3)',
+    ),
+    (
+        "a step with one call more is another step",
+        (step((A1, PENDING)), step((A1, PENDING), (A1, PENDING)), step((A1, PENDING))),
+        3,
+        None,
+    ),
+    (
+        "another call between breaks the row",
+        (step((A1, PENDING)),) * 2 + (step((A2, PENDING)), step((A1, PENDING))),
+        3,
+        None,
+    ),
+    (
+        "arguments equal as JSON (25 and 25.0, keys in another order) are the same call",
+        (
+            step((call(assetId="a1", limit=25), PENDING)),
+            step((call(limit=25.0, assetId="a1"), PENDING)),
+            step((call(assetId="a1", limit=25), PENDING)),
+        ),
+        3,
+        'the same calls with the same results in 3 steps in a row in turn 1: imageman.asset.get({"assetId": "a1",'
+        ' "limit": 25}) (maxRepeats 3)',
+    ),
+    (
+        "true is not 1",
+        (step((call(x=True), PENDING)), step((call(x=1), PENDING)), step((call(x=True), PENDING))),
+        3,
+        None,
+    ),
+    (
+        "results equal as JSON are the same",
+        (step((A1, {"n": 1})), step((A1, {"n": 1.0})), step((A1, {"n": 1}))),
+        3,
+        LOOP_3,
+    ),
+    ("maxRepeats 4: three steps alike pass", (step((A1, PENDING)),) * 3, 4, None),
+    (
+        "maxRepeats 4: four steps alike are a loop",
+        (step((A1, PENDING)),) * 4,
+        4,
+        LOOP_3.replace("3 steps", "4 steps").replace("maxRepeats 3", "maxRepeats 4"),
+    ),
+    ("a step with no call ends the turn, and is no loop", (step(),) * 3, 3, None),
+]
+
+
+class Loops(unittest.TestCase):
+    def test_a_loop_is_steps_in_a_row_of_the_same_calls_with_the_same_results(self) -> None:
+        for name, steps, repeats, expected in LOOPS:
+            with self.subTest(name):
+                self.assertEqual(repeated_steps(steps, repeats, 1), expected)
 
 
 class StepByStep(InProcessAgent):
@@ -235,15 +264,31 @@ class StepByStep(InProcessAgent):
 
 
 class Conversation(unittest.TestCase):
-    def test_the_same_call_in_three_steps_of_a_turn_is_a_loop(self) -> None:
+    def test_the_same_call_with_the_same_result_in_three_steps_of_a_turn_stops_it_as_a_loop(self) -> None:
         scripted = replace(task(), tool_results={"imageman.asset.get": ToolScript(({"size": "2 MB"},))})
         result = run_task(StepByStep(), scripted)
         self.assertEqual(
-            (result.outcome.code, result.outcome.reason),
-            ("conversation:loop", 'imageman.asset.get({"assetId": "a1"}) 3 times in a row in turn 1 (maxRepeats 3)'),
+            (result.outcome.code, result.outcome.reason, len(result.turns[0].steps)),
+            (
+                "conversation:loop",
+                'the same calls with the same results in 3 steps in a row in turn 1: imageman.asset.get({"assetId":'
+                ' "a1"}) (maxRepeats 3)',
+                3,
+            ),
         )
         allowed = run_task(StepByStep(), replace(scripted, budget=Budget(max_repeats=4)))
-        self.assertEqual(allowed.outcome, PASS)
+        self.assertEqual((allowed.outcome, len(allowed.turns[0].steps)), (PASS, 4))
+        off = run_task(StepByStep(), replace(scripted, budget=Budget(max_repeats=None)))
+        self.assertEqual(off.outcome, PASS)
+
+    def test_three_calls_alike_in_one_reply_of_an_agent_that_runs_its_own_tools_pass(self) -> None:
+        class Reports(InProcessAgent):
+            PLAYS_TOOLS = False
+
+            def run(self, request: AgentRequest) -> Reply:
+                return Reply((call(assetId="a1"),) * 3)
+
+        self.assertEqual(run_task(Reports(), task()).outcome, PASS)
 
 
 def entry_of(code: str | None, *, blocking: bool, budget_blocks: bool | None) -> dict[str, Any]:
@@ -260,15 +305,16 @@ class Blocking(unittest.TestCase):
         return decide(tallies, Decimal(0))
 
     def test_a_budget_breach_of_a_blocking_task_counts_but_does_not_block(self) -> None:
-        for code in ("budget:tool-calls", "conversation:loop"):
-            with self.subTest(code):
-                summary = self.decided(entry_of(code, blocking=True, budget_blocks=False))
-                self.assertEqual((summary.failed, summary.over_budget, summary.blocking_failed), (1, 1, ()))
-                self.assertTrue(summary.gate_passed)
+        summary = self.decided(entry_of("budget:tool-calls", blocking=True, budget_blocks=False))
+        self.assertEqual((summary.failed, summary.over_budget, summary.blocking_failed), (1, 1, ()))
+        self.assertTrue(summary.gate_passed)
 
-    def test_a_loop_of_a_blocking_task_without_a_budget_does_not_block(self) -> None:
-        summary = self.decided(entry_of("conversation:loop", blocking=True, budget_blocks=None))
-        self.assertEqual((summary.failed, summary.blocking_failed), (1, ()))
+    def test_a_loop_of_a_blocking_task_blocks_as_a_conversation_maxsteps_stopped_does(self) -> None:
+        for budget_blocks in (None, False):
+            for code in ("conversation:loop", "conversation:max-steps"):
+                with self.subTest(code, budget_blocks=budget_blocks):
+                    summary = self.decided(entry_of(code, blocking=True, budget_blocks=budget_blocks))
+                    self.assertEqual((summary.failed, summary.over_budget, summary.blocking_failed), (1, 0, ("t",)))
 
     def test_a_budget_that_says_blocking_blocks(self) -> None:
         summary = self.decided(entry_of("budget:tool-calls", blocking=True, budget_blocks=True))
@@ -448,6 +494,47 @@ class Run(TempDirTestCase):
         self.assertIn(
             "budget: at most 1 tool call, 1 call of imageman.asset.get, 5,000 ms; no loop checked; blocking", stdout
         )
+
+
+def polling_task(results: Any, budget: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A task whose trajectory asks for a render job's status three times, with these results scripted for it."""
+    step = {"tool": "imageman.asset.get", "argValues": {"assetId": ["job_1"]}}
+    expect: dict[str, Any] = {"trajectory": [step] * 3, "order": "exact"}
+    return {
+        "id": "render-polled",
+        "category": "asset.get",
+        "prompt": "Tell me when the render job_1 is done.",
+        "toolResults": {"imageman.asset.get": results},
+        "expect": {**expect, "budget": budget} if budget is not None else expect,
+    }
+
+
+class Validate(TempDirTestCase):
+    def test_validate_warns_where_a_tasks_own_expected_trajectory_would_be_stopped_as_a_loop(self) -> None:
+        from harness.subcommands.validate import self_loops
+
+        loop = (
+            "render-polled: made one step at a time, its expected trajectory is a loop: the same calls with the same"
+            ' results in 3 steps in a row in turn 1: imageman.asset.get({"assetId": "job_1"}) (maxRepeats 3); script'
+            " results that change (a sequence), or raise maxRepeats"
+        )
+        cases = [
+            ("one result for every call", polling_task(PENDING), [loop]),
+            ("a sequence that changes", polling_task({"sequence": [PENDING, PENDING, DONE]}), []),
+            ("a sequence whose last repeats", polling_task({"sequence": [PENDING]}), [loop]),
+            ("maxRepeats 4", polling_task(PENDING, {"maxRepeats": 4}), []),
+            ("maxRepeats null", polling_task(PENDING, {"maxRepeats": None}), []),
+        ]
+        for name, data, expected in cases:
+            with self.subTest(name):
+                tasks = canonical_task_data()
+                tasks["tasks"] = [data]
+                self.assertEqual(self_loops(load_task_file(self.write_json("t.json", tasks), {})), expected)
+        tasks = canonical_task_data()
+        tasks["tasks"].append(polling_task(PENDING))
+        stdout, stderr, code = run_cli("validate", "--tasks", self.write_json("t.json", tasks), cwd=self.tmp)
+        self.assertEqual((code, stderr), (0, ""))
+        self.assertIn(f"\nwarning: {loop}\n", stdout)
 
 
 class InBrowser(TempDirTestCase):

@@ -59,6 +59,21 @@ def keeps_searching(events: list[Event]) -> tuple[list[Any], str | None]:
     return [(SEARCH, {"query": f"try {len(results(events)) + 1}"})], None
 
 
+def polls(events: list[Event]) -> tuple[list[Any], str | None]:
+    """Ask for the render job's status until it is done, then say so: it polls for ever when it never is."""
+    done = results(events)
+    if done and json.loads(done[-1][2])["status"] == "done":
+        return [], "The render is done."
+    return [(GET, {"assetId": "job_1"})], None
+
+
+def three_alike_at_once(events: list[Event]) -> tuple[list[Any], str | None]:
+    """The same call three times in one reply (parallel calls), then an answer from the results."""
+    if not results(events):
+        return [(GET, {"assetId": "ast_1"})] * 3, None
+    return [], "ast_1 is 4000 px wide."
+
+
 def asks_first(events: list[Event]) -> tuple[list[Any], str | None]:
     """Ask what the banner should show; generate once told; then say it is done."""
     users = [event for event in events if event[0] == "user"]
@@ -109,6 +124,29 @@ TASKS = [
         "maxSteps": 3,
         "toolResults": {"imageman.asset.search": {"assets": []}},
         "expect": {"tool": "imageman.asset.search"},
+    },
+    {
+        "id": "render-polled",
+        "category": "asset.get",
+        "prompt": "Is the render job_1 done yet?",
+        "toolResults": {
+            "imageman.asset.get": {"sequence": [{"status": "pending"}, {"status": "pending"}, {"status": "done"}]}
+        },
+        "expect": {"tool": "imageman.asset.get", "argValues": {"assetId": ["job_1"]}},
+    },
+    {
+        "id": "render-stuck",
+        "category": "asset.get",
+        "prompt": "Is the render job_1 done yet?",
+        "toolResults": {"imageman.asset.get": {"status": "pending"}},
+        "expect": {"tool": "imageman.asset.get", "argValues": {"assetId": ["job_1"]}},
+    },
+    {
+        "id": "three-alike",
+        "category": "asset.get",
+        "prompt": "How wide is ast_1?",
+        "toolResults": {"imageman.asset.get": {"id": "ast_1", "width": 4000}},
+        "expect": {"tool": "imageman.asset.get"},
     },
     {
         "id": "banner",
@@ -245,6 +283,39 @@ class ProviderConversations(TempDirTestCase):
             with self.subTest(provider):
                 result, received, invalid = self.converse(provider, keeps_searching, "loops")
                 self.assertEqual((result.outcome.code, invalid, len(received)), ("conversation:max-steps", [], 3))
+
+    def test_polling_whose_result_changes_is_progress_not_a_loop(self) -> None:
+        for provider in PROVIDERS:
+            with self.subTest(provider):
+                result, received, invalid = self.converse(provider, polls, "render-polled")
+                self.assertEqual((result.outcome, invalid, len(received)), (Outcome("pass"), [], 4))
+                self.assertEqual(result.reply.text, "The render is done.")
+
+    def test_three_calls_alike_in_one_reply_are_not_a_loop(self) -> None:
+        for provider in PROVIDERS:
+            with self.subTest(provider):
+                result, received, invalid = self.converse(provider, three_alike_at_once, "three-alike")
+                self.assertEqual((result.outcome, invalid, len(received)), (Outcome("pass"), [], 2))
+                self.assertEqual(len(result.reply.tool_calls), 3)
+
+    def test_the_same_call_with_the_same_result_is_stopped_at_the_third_step_as_a_loop(self) -> None:
+        for provider in PROVIDERS:
+            with self.subTest(provider):
+                result, received, invalid = self.converse(provider, polls, "render-stuck")
+                self.assertEqual(
+                    (result.outcome, invalid, len(received)),
+                    (
+                        Outcome(
+                            "fail",
+                            "conversation:loop",
+                            "the same calls with the same results in 3 steps in a row in turn 1:"
+                            ' imageman.asset.get({"assetId": "job_1"}) (maxRepeats 3)',
+                        ),
+                        [],
+                        3,
+                    ),
+                )
+                self.assertEqual([len(step.results) for step in result.turns[0].steps], [1, 1, 1])
 
     def test_follow_up_turns_carry_the_conversation_so_far(self) -> None:
         for provider in PROVIDERS:

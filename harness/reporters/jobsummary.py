@@ -71,7 +71,7 @@ def job_summary(
     if summary.over_budget:
         lines.append(
             f"\n**Over budget**: {summary.over_budget} of {summary.total} trials did what their task asks but broke"
-            " its budget or the loop rule; they count against the pass-rate, and fail a blocking task's gate only"
+            " its budget; they count against the pass-rate, and fail a blocking task's gate only"
             " when its budget says blocking."
         )
     if document["interrupted"] or document["notRun"]:

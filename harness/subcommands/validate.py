@@ -7,13 +7,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
-from harness.conversation import UNSCRIPTED
+from harness.conversation import UNSCRIPTED, ToolPlayer
 from harness.endpoints import environment_secrets
 from harness.flags import Parser
 from harness.leaks import Secrets
-from harness.records import ExpectRefusal, TaskFile, Tool
+from harness.records import NO_BUDGET, ExpectRefusal, Reply, Step, TaskFile, Tool, ToolCall
 from harness.reporters.console import say
 from harness.schema import compile_schema
+from harness.scoring import repeated_steps
 from harness.settings import Setting, Sources, refuse_unknown
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
@@ -61,7 +62,8 @@ def main(
 
         answered = check_environments(path, task_file.tasks, Secrets(environment_secrets(settings, os.environ)))
     say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
-    for warning in (*task_file.warnings, *unscripted(task_file, answered), *answer_tasks(task_file)):
+    warnings = (*task_file.warnings, *unscripted(task_file, answered), *answer_tasks(task_file), *self_loops(task_file))
+    for warning in warnings:
         say(f"warning: {warning}")
     backend = os.environ.get("EVAL_BACKEND", "")
     for note in schema_notes[backend](task_file.tools) if backend in schema_notes else []:
@@ -109,6 +111,36 @@ def answer_tasks(task_file: TaskFile) -> list[str]:
         for task in task_file.tasks
         if isinstance(task.expect, ExpectRefusal) and task.category.split(".")[0] != "safety"
     ]
+
+
+def self_loops(task_file: TaskFile) -> list[str]:
+    """Tasks whose own expected trajectory the loop rule would stop: maxRepeats calls alike in a row, each (made one
+    step at a time) given the same scripted result. A tool an environment answers could answer each differently."""
+    warnings = []
+    for task in task_file.tasks:
+        repeats = (task.budget or NO_BUDGET).max_repeats
+        if repeats is None or not task.tool_results:
+            continue
+        player = ToolPlayer(task.tool_results)
+        steps: list[Step] = []
+        for expected in task.expect.steps:
+            if expected.tool not in task.tool_results and task.environment is not None:
+                break
+            turn = expected.turn or 1
+            call = ToolCall(
+                expected.tool, {key: match.values[0] for key, match in expected.arg_values.items()}, turn=turn
+            )
+            if steps and steps[-1].reply.tool_calls[0].turn != turn:
+                steps = []
+            steps.append(Step(Reply((call,)), player.play((call,))))
+            loop = repeated_steps(steps, repeats, turn)
+            if loop is not None:
+                warnings.append(
+                    f"{task.id}: made one step at a time, its expected trajectory is a loop: {loop}; script results"
+                    " that change (a sequence), or raise maxRepeats"
+                )
+                break
+    return warnings
 
 
 def coverage(task_file: TaskFile) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, tuple[int, int]]]:

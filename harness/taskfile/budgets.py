@@ -30,8 +30,8 @@ def budget_keys(context: Context, value: Any, path: str) -> dict[str, Any] | Non
     if value.get("maxRepeats") is not None and not _whole(value["maxRepeats"], 2):
         context.problem(
             f"{path}.maxRepeats",
-            "expected a whole number from 2 to 2^53 (the same call this many times in a row is a loop), or null to"
-            f" check no loop, got {_shown(value['maxRepeats'])}",
+            "expected a whole number from 2 to 2^53 (this many steps in a row with the same calls and results are a"
+            f" loop), or null to check no loop, got {_shown(value['maxRepeats'])}",
         )
     if "maxLatencyMs" in value:
         latency = value["maxLatencyMs"]
