@@ -38,6 +38,9 @@ VOLATILE = frozenset({"runId", "conversationId"})
 MADE_ID = re.compile(r"(call_h|toolu_h|gemini_h)[0-9]+")
 MARKED = re.compile(re.escape(MARKER).replace(re.escape("{}"), "([^\u00bb]*)"))
 MISS = "replay:miss"
+# A failure with no answer (no connection, no reply in time, the connection dropped, or never sent): an outage, not
+# the agent's reply, which --record-missing sends again and a plain replay replays as recorded.
+UNANSWERED = frozenset({"reply:connect", "reply:timeout", "reply:reset", "reply:rate-limited"})
 BAD_REPLY = "replay:bad-reply"
 # A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
 Fields = Mapping[str, tuple[str, Callable[[Any], bool]]]
@@ -174,7 +177,7 @@ class Tape:
         key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
         if self.replaying:
             entry = self._find(key, place)
-            if entry is not None:
+            if entry is not None and not (self.record_missing and _unanswered(entry["reply"])):
                 wrong = _misfit(entry["reply"], shape)
                 if wrong is not None:  # edited by hand: the backend would read it wrong
                     where = f"task {place.task}, turn {place.turn}, step {place.step}"
@@ -266,6 +269,11 @@ def _steady(body: Any) -> Any:
         return value
 
     return renumbered(body)
+
+
+def _unanswered(reply: Any) -> bool:
+    """Whether a recorded reply is a failure with no answer: what a later --record-missing sends again."""
+    return isinstance(reply, dict) and reply.get("error") in UNANSWERED
 
 
 def _misfit(reply: Any, shape: Shape) -> str | None:

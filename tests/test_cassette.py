@@ -36,6 +36,7 @@ from tests.support import (
     canned,
     canonical_task_data,
     clean_env,
+    reset,
     run_cli,
     send_json,
     stop_signals_as_from_a_terminal,
@@ -508,6 +509,38 @@ class RecordMissing(TempDirTestCase):
         self.assertEqual(code, 0, stderr)
         with open(os.path.join(self.tmp, "gaps.jsonl"), encoding="utf-8") as f:
             self.assertEqual(f.readlines(), full)
+
+    def test_an_outage_recorded_is_sent_again_by_record_missing_and_replayed_as_it_was_otherwise(self) -> None:
+        """Two tasks' connections reset while recording: a later --record-missing sends those two again (and no
+        other); a plain --replay of the outage's cassette replays the resets as they were recorded."""
+        down = {"asset-get-details", "transform-bg-remove"}
+
+        def outage(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["taskId"] in down:
+                reset(handler)
+            else:
+                canned(received, handler)
+
+        agent = self.serve(outage)
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_RETRIES="0")
+        _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "outage.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)  # 13 of 15 pass: the gate of 80% is met
+        outage_verdicts = verdicts(self.read_json("outage.json"))
+        self.assertEqual({task for task, verdict in outage_verdicts.items() if verdict[1] == "reply:reset"}, down)
+        shutil.copy(os.path.join(self.tmp, "c.jsonl"), os.path.join(self.tmp, "outage.jsonl"))
+        down.clear()
+        sent_before = len(agent.received)
+        argv = ("--replay", "c.jsonl", "--record-missing", "--out", "filled.json")
+        _stdout, stderr, code = run_cli(*argv, env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        resent = sorted(received.json["taskId"] for received in agent.received[sent_before:])
+        self.assertEqual(resent, ["asset-get-details", "transform-bg-remove"])
+        self.assertEqual(
+            [line for line in cassette_lines(os.path.join(self.tmp, "c.jsonl"))[1:] if "error" in line["reply"]], []
+        )
+        agent.__exit__()
+        _stdout, stderr, code = run_cli("--replay", "outage.jsonl", "--out", "again.json", env=env, cwd=self.tmp)
+        self.assertEqual((code, verdicts(self.read_json("again.json"))), (0, outage_verdicts), stderr)
 
 
 class BadCassettes(TempDirTestCase):
