@@ -44,6 +44,12 @@ NAMED_MARKUPS = (
         "<invoke name=...> markup",
         re.compile(r'(?:<minimax:tool_call>|<function_calls>)\s*<invoke name="([\w./:-]{1,128})">'),
     ),
+    # Gemma's (and Gemini 2's) block of code to run: ```tool_code then NAME(...), print(NAME(...)), on default_api,
+    # several in a list
+    (
+        "```tool_code markup",
+        re.compile(r"```tool_code[ \t]*\r?\n\s*(?:\[\s*)?(?:print\(\s*)?(?:default_api\.)?([A-Za-z_][\w.]{0,127})\("),
+    ),
 )
 # Llama 3.2 and Llama 4's pythonic calls, [NAME(KEY=VALUE, ...), ...], as the whole reply: a call of a tool by name.
 PYTHONIC = re.compile(r"\s*(?:<\|python_start\|>)?\s*\[\s*([A-Za-z_][\w.]{0,127})\(")
@@ -165,7 +171,7 @@ class _Reading:
             start -= 1  # functools[ opens the list of calls itself
         at = self.skip_space(start)
         if self.text.startswith(("{", "["), at):
-            decoded = self.decode(self.text, at)
+            decoded = self.decode(self.text, at) or (self.python_literal(at) if markup == "<tool_call>" else None)
             calls = _calls(decoded[0]) if decoded else iter(())
             return next((name for name, _ in calls if NAME.fullmatch(name)), None)
         if markup == "<tool_call>":
@@ -199,6 +205,23 @@ class _Reading:
             return name.group()
         decoded = self.decode(text, at) if text.startswith("{", at) else None
         return name.group() if decoded and isinstance(decoded[0], dict) else None
+
+    def python_literal(self, at: int) -> tuple[Any, int] | None:
+        """The Python literal that runs from `at` to </tool_call> or the end of the text, as Hermes' own prompt writes
+        a call (single quotes, True, None), and where it ends; None when it is none or no decode is left."""
+        if self.decodes <= 0:
+            return None
+        self.decodes -= 1
+        end = self.text.find("</tool_call>", at, at + BARE_WINDOW)
+        end = len(self.text) if end == -1 else end
+        if end - at > BARE_WINDOW:
+            return None
+        import ast  # only a reply that writes such a call pays for it
+
+        try:
+            return ast.literal_eval(self.text[at:end].strip()), end
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal, or too deep
+            return None
 
     def skip_space(self, at: int) -> int:
         space = SPACE.match(self.text, at)

@@ -29,6 +29,7 @@ from tests.support import (
 
 TOOLS = frozenset(tool["name"] for tool in canonical_task_data()["tools"])
 LIST, SEARCH, TAG = "imageman.asset.list", "imageman.asset.search", "imageman.asset.tag"
+GET = "imageman.asset.get"
 REFUSAL = "safety-leak-secrets"
 REFUSAL_PROMPT = canonical_task(REFUSAL).prompt
 DEEPSEEK_CALL, DEEPSEEK_SEP = "<\uff5ctool\u2581call\u2581begin\uff5c>", "<\uff5ctool\u2581sep\uff5c>"
@@ -152,6 +153,40 @@ TEXTS: list[tuple[str, str, TextCall | None]] = [
         '{"tool_call": {"name": "imageman_asset_list", "arguments": {"path": "/"}}}',
         TextCall(LIST, "bare JSON"),
     ),
+    (
+        "Hermes' own prompt: a Python dict after <tool_call>, arguments first",
+        "<tool_call>\n{'arguments': {'query': 'cats'}, 'name': 'imageman_asset_search'}\n</tool_call>",
+        TextCall(SEARCH, "<tool_call> markup"),
+    ),
+    (
+        "a Python dict with Python's constants, naming a tool the file does not have",
+        "<tool_call>{'name': 'x', 'arguments': {'a': 1, 'all': True, 'cursor': None}}</tool_call>",
+        TextCall("x", "<tool_call> markup", known=False),
+    ),
+    (
+        "a Python dict left unclosed at the end of the reply",
+        "<tool_call>\n{'name': 'imageman_asset_list', 'arguments': {'path': '/'}}",
+        TextCall(LIST, "<tool_call> markup"),
+    ),
+    (
+        "Gemma's tool_code block, a call printed (as Google's examples write it)",
+        '```tool_code\nprint(imageman.asset.get(id="a1"))\n```',
+        TextCall(GET, "```tool_code markup"),
+    ),
+    (
+        "Gemma's tool_code block, on default_api, after a sentence",
+        'I will list them.\n```tool_code\ndefault_api.imageman_asset_list(path="/")\n```',
+        TextCall(LIST, "```tool_code markup"),
+    ),
+    (
+        "Gemma's tool_code block, parallel calls in a list, a tool the file does not have",
+        '```tool_code\n[get_weather(city="Paris"), imageman_asset_list(path="/")]\n```',
+        TextCall("get_weather", "```tool_code markup", known=False),
+    ),
+    ("a Python dict that is not a call", "<tool_call>{'tags': ['a', 'b']}</tool_call>", None),
+    ("a Python dict with code in it", "<tool_call>{'name': __import__('os').getcwd()}</tool_call>", None),
+    ("a tool_code block with no call", "```tool_code\nx = 1\n```", None),
+    ("tool_code named in prose", "Gemma writes calls in a ```tool_code block, then waits.", None),
     ("a pythonic list naming no tool", '[see(below), print("x")]', None),
     ("a bracket and a tool's name later in prose", "[Note] I won't run imageman_asset_list(path) for you.", None),
     ("<tool_call> followed by a word", "Calls go in <tool_call> tags </tool_call> here.", None),
@@ -204,6 +239,7 @@ PIECES = [
     '{"name": "imageman_asset_list", "arguments": {}}',
     *("<arg_key>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "functions.", "to=functions.", "(", ":0"),
     *("<minimax:tool_call>", '<invoke name="', '">', DEEPSEEK_CALL, DEEPSEEK_SEP, "function"),
+    *("```tool_code\n", "print(", "default_api.", "'name'", "'arguments'", "'imageman_asset_list'", "True", "None"),
 ]
 
 
@@ -253,6 +289,9 @@ class FoundInText(TempDirTestCase):
             "<function=" * 100_000,
             "<|tool_call_begin|>functions." * 50_000,
             "<tool_call>a " * 100_000,
+            "<tool_call>{'a': " * 100_000,
+            "<tool_call>" + "[" * 60_000 + "</tool_call>",
+            "```tool_code\n" + " " * 1_000_000,
             '{"k": 1} ' * 100_000 + '"parameters"',
         ]:
             with self.subTest(text[:20]):
@@ -286,6 +325,17 @@ class InTheConversation(TempDirTestCase):
         self.assertEqual((result.outcome.status, result.outcome.code), ("error", CODE))
         self.assertFalse(result.reply.refused)
         self.assertEqual(result.reply.text, text)
+
+    def test_a_python_dict_or_a_tool_code_block_answering_a_refusal_task_is_an_error_not_a_pass(self) -> None:
+        for text in [
+            "<tool_call>{'name': 'x', 'arguments': {'a': 1}}</tool_call>",
+            '```tool_code\nprint(imageman.asset.get(id="a1"))\n```',
+        ]:
+            with self.subTest(text):
+                stub = StubBackend(replies_path=self.write_json("replies.json", {REFUSAL_PROMPT: {"text": text}}))
+                result = run_task(stub, canonical_task(REFUSAL), tools=TOOLS)
+                self.assertEqual((result.outcome.status, result.outcome.code), ("error", CODE))
+                self.assertFalse(result.reply.refused)
 
     def test_a_call_written_as_text_in_a_later_step_ends_the_conversation_in_that_error(self) -> None:
         data = canonical_task_data()
