@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from harness import cassette
 from harness.records import BackendError, Pacing, record
 
 RETRY_AFTER_CAP = 60.0  # seconds: the longest wait one hint buys
@@ -275,7 +276,9 @@ class Pacer:
                 self._turn.wait(min(wait, 1.0))
         finally:
             self._waiting -= 1
-            self._waited += time.monotonic() - started
+            waited = time.monotonic() - started
+            self._waited += waited
+            cassette.held(waited)
 
     def _wait(self, now: float, cost: tuple[int, int]) -> float:
         """Seconds until this attempt may go (a slot's wait is a notify's: a second at most), or 0 now."""

@@ -6,6 +6,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -153,7 +154,8 @@ class ProviderBackend:
         self.names = ToolNames(tool.name for tool in surface.tools)
         self._ids = itertools.count(1)
         self._first_lock = threading.Lock()
-        self._first_done = False
+        self._first_sent = False
+        self._first_done = threading.Event()
         self._rejected: str | None = None
         self.hints: Mapping[str, str] = {}  # each parameter sent that a setting controls -> the hint a 400 names
         self.tool_entries: Mapping[str, Any] = {}  # each tool as this provider's requests offer it, by its name
@@ -213,14 +215,22 @@ class ProviderBackend:
 
     def post(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
         """The provider's decoded reply and the attempts it took; a rejected key becomes the error that stops a run."""
-        if not self._first_done:
-            # The first request goes alone: a key the provider rejects is then rejected once, not once per worker.
+        if not self._first_done.is_set():
+            # The first request goes alone: a key the provider rejects is then rejected once, not once per worker. The
+            # others wait for it as the pacer waits for a first response: 5 s at most, and not in their latency.
             with self._first_lock:
-                if not self._first_done:
-                    try:
-                        return self._post(payload)
-                    finally:
-                        self._first_done = True
+                first, self._first_sent = not self._first_sent, True
+            if first:
+                try:
+                    return self._post(payload)
+                finally:
+                    self._first_done.set()
+            from backends.pacing import PROBE_WAIT
+            from harness import cassette
+
+            started = time.monotonic()
+            self._first_done.wait(PROBE_WAIT)
+            cassette.held(time.monotonic() - started)
         if self._rejected is not None:
             raise BackendError(KEY_REJECTED, self._rejected, attempts=0)  # not sent: the key was already refused
         return self._post(payload)

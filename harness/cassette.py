@@ -71,6 +71,7 @@ class Place:
 
 _PLACE: ContextVar[Place | None] = ContextVar("place", default=None)
 _TAPE: Tape | None = None
+_HELD = threading.local()  # seconds this thread's requests were held before they were sent, so far
 
 
 def at(place: Place) -> None:
@@ -81,6 +82,17 @@ def at(place: Place) -> None:
 def placed() -> Place | None:
     """Where this thread's next exchange happens, when the conversation said."""
     return _PLACE.get()
+
+
+def held(seconds: float) -> None:
+    """This thread's request waited `seconds` before it was sent (the rate limits' hold, the run's first request):
+    the harness's time, not the agent's, so neither its latency nor its trial's duration counts it."""
+    _HELD.seconds = held_so_far() + seconds
+
+
+def held_so_far() -> float:
+    """Seconds this thread's requests were held before they were sent, so far."""
+    return getattr(_HELD, "seconds", 0.0)
 
 
 def install(tape: Tape | None) -> None:
@@ -186,12 +198,13 @@ class Tape:
                 return self._restored(entry["reply"])
             if not self.record_missing:
                 raise BackendError(MISS, self._miss(key, shown, place), attempts=0)
-        started = time.perf_counter()
+        started, before = time.perf_counter(), held_so_far()
         reply = send()
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
         entry.update(request=shown, reply=hidden.mark_json(reply))
         if timed:  # a replay sending what its cassette misses measures it as a live run does
-            entry["latencyMs"] = round((time.perf_counter() - started) * 1000, 3)
+            lasted = time.perf_counter() - started - (held_so_far() - before)
+            entry["latencyMs"] = round(max(0.0, lasted) * 1000, 3)
         with self.lock:
             self.entries[_where(entry)] = entry
         return reply

@@ -35,14 +35,16 @@ def run_task(
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
     secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
     tools: the task file's tool names, which a reply may write a call of as text; trial: which of the task's trials
-    this is. A replayed trial lasts as long as its recorded exchanges did, and what the replay itself took.
+    this is. A replayed trial lasts as long as its recorded exchanges did, and what the replay itself took; a trial
+    does not last the time its requests were held before they were sent (by the rate limits, or for the run's first).
     """
-    started = time.perf_counter()
+    started, held = time.perf_counter(), cassette.held_so_far()
     end = None
     # An agent that runs its own tools never calls the environment: its untouched state would be no final state.
     with world_of(task, hidden) if backend.PLAYS_TOOLS else nullcontext() as world:
         turns, conversation_id = converse(backend, task, tools, world, trial)
-        duration_ms = (time.perf_counter() - started) * 1000  # the agent's time: the end state's check is ours
+        # the agent's time: the end state's check is ours, and so is a request's wait before it was sent
+        duration_ms = (time.perf_counter() - started - (cassette.held_so_far() - held)) * 1000
         tape = cassette.installed()
         if tape is not None and tape.replaying:  # what the replay took (the harness, a tool world) and the agent then
             duration_ms += tape.latency_ms(task.id, trial)

@@ -24,6 +24,7 @@ from backends.transport import Transport
 from harness import cassette
 from harness.records import BackendError, Pacing
 from harness.reporters.console import pace_text
+from tests.providers import fake_openai, user_prompt
 from tests.support import (
     CANNED,
     CLI_TIMEOUT,
@@ -390,6 +391,45 @@ class FirstRequest(TempDirTestCase):
             agent.release.set()
             for thread in threads:
                 thread.join(timeout=CLI_TIMEOUT)
+
+
+class FirstProviderRequest(TempDirTestCase):
+    def test_a_provider_s_first_request_that_hangs_holds_the_others_5_s_at_most_and_none_of_it_in_their_latency(
+        self,
+    ) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received is agent.received[0]:
+                agent.release.wait(CLI_TIMEOUT)  # the first hangs until the others came (or its timeout)
+            fake_openai(received, handler)
+
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_BACKEND="openai",
+            EVAL_MODEL="fake-model",
+            OPENAI_BASE_URL=agent.url("/v1"),
+            OPENAI_API_KEY="sk-test",
+            EVAL_CONCURRENCY="4",
+            EVAL_TIMEOUT="50",
+            EVAL_RESULTS="r.json",
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT], cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.addCleanup(proc.kill)
+        try:
+            agent.wait_for_requests(4, timeout=20)  # the others go while the first still hangs
+        finally:
+            agent.release.set()
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, stderr)
+        first = agent.received[0]
+        prompts = {user_prompt(received): received.at for received in agent.received[1:4]}
+        held = {entry["prompt"]: entry for entry in self.read_json("r.json")["results"] if entry["prompt"] in prompts}
+        self.assertEqual(len(held), 3)
+        for prompt, entry in held.items():
+            with self.subTest(task=entry["id"]):
+                # The wait before it was sent is the harness's, not the model's: its latency starts at the sending.
+                self.assertLess(entry["trialResults"][0]["durationMs"], (prompts[prompt] - first.at) * 1000)
 
 
 class Spacing(TempDirTestCase):
