@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from harness.cassette import Place, at
@@ -154,7 +155,7 @@ def read_names(reply: Reply, tools: Collection[str]) -> Reply:
     reports `imageman_asset_get` for `imageman.asset.get`) read as that tool, the name it reported kept beside it."""
     if not tools or all(call.name in tools for call in reply.tool_calls):
         return reply
-    safe = {provider_name(tool): tool for tool in tools}  # one tool per name: the loader refuses two
+    safe = _provider_names(frozenset(tools))
     calls = tuple(
         replace(call, name=safe[call.name], reported_name=call.name)
         if call.name not in tools and call.name in safe
@@ -162,6 +163,12 @@ def read_names(reply: Reply, tools: Collection[str]) -> Reply:
         for call in reply.tool_calls
     )
     return replace(reply, tool_calls=calls)
+
+
+@lru_cache(maxsize=4)  # a run's tools are one set: an agent that reports every call so pays for the table once
+def _provider_names(tools: frozenset[str]) -> dict[str, str]:
+    """Each tool by its name as providers take it: one tool per name, as the loader refuses two."""
+    return {provider_name(tool): tool for tool in tools}
 
 
 def whole_reply(turns: Sequence[Turn]) -> Reply:

@@ -122,13 +122,16 @@ def safe_names(received: Received, handler: BaseHTTPRequestHandler) -> None:
 class InAppAgent(TempDirTestCase):
     def test_an_agent_reporting_provider_safe_names_passes_and_the_results_keep_both_names(self) -> None:
         agent = self.serve(safe_names)
-        stdout, stderr, code = run_cli(env=clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url()), cwd=self.tmp)
+        env = clean_env(EVAL_BACKEND="http", EVAL_AGENT_URL=agent.url())
+        stdout, stderr, code = run_cli("--html", "page.html", env=env, cwd=self.tmp)
         self.assertEqual((stdout.splitlines()[-1], stderr, code), ("10/10 PASS at 100% (gate 80%)", "", 0))
         trial = self.read_json("eval-results.json")["results"][2]["trialResults"][0]
         self.assertEqual(
             trial["toolCalls"],
             [{"name": "imageman.asset.get", "args": {"assetId": "ast_7f3k2p9q"}, "reportedName": "imageman_asset_get"}],
         )
+        with open(os.path.join(self.tmp, "page.html"), encoding="utf-8") as f:
+            self.assertIn("Called <b>imageman.asset.get</b> (reported as imageman_asset_get)", f.read())
 
     def test_two_tools_one_name_for_providers_is_refused_before_any_request(self) -> None:
         data = canonical_task_data()
