@@ -59,6 +59,35 @@ def tally(entry: Mapping[str, Any]) -> Tally:
     )
 
 
+def decide_document(
+    document: Mapping[str, Any],
+    gate: Decimal | None = None,
+    against: tuple[Sequence[str], bool, Sequence[Growth]] | None = None,
+) -> Summary:
+    """The verdict on a results document (or as much of one as merge joins), counted from its task entries as a run
+    counts them, never taken from the counts it says: with its gate (or the one given), its runs and what did not run;
+    against: its regressions, overall regression and growth against a baseline, else as the document records them."""
+    if against is None:
+        recorded = [
+            Growth(figure, g["then"], g["now"], None if g["limit"] is None else Decimal(str(g["limit"])), g["tasks"])
+            for figure, g in document.get("growth", {}).items()
+        ]
+        overall = "overall-regression" in document.get("gateFailedBecause", ())
+        against = (document.get("regressed", ()), overall, recorded)
+    regressed, overall_regressed, growth = against
+    return decide(
+        [tally(entry) for entry in document["results"]],
+        gate if gate is not None else Decimal(str(document["gate"])),
+        runs=document["runs"],
+        gate_on=document["gateOn"],
+        not_run=len(document["notRun"]),
+        regressed=regressed,
+        overall_regressed=overall_regressed,
+        growth=growth,
+        internal_error=document.get("internalError"),
+    )
+
+
 def _shared(statuses: tuple[Status, ...]) -> tuple[Status, ...]:
     """One tuple for each sequence of statuses there is, however many tasks had it: a run of 50,000 keeps a few."""
     return _STATUSES.setdefault(statuses, statuses)

@@ -144,6 +144,20 @@ class ReportCommand(TempDirTestCase):
         self.assertIn("<h2>Against the baseline base.json</h2>", page)
         self.assertIn("<h3>Regressed (3)</h3>", page)
 
+    def test_report_counts_the_headline_from_the_entries_not_as_the_file_says_it(self) -> None:
+        run_cli("--out", "r.json", cwd=self.tmp)
+        document = self.read_json("r.json")
+        blocking = next(entry for entry in document["results"] if entry["blocking"])
+        blocking["trialResults"][0].update(status="fail", code="refusal:called-tool", reason="edited")
+        self.write_json("edited.json", document)  # its headline still says every task passed
+        self.assertEqual(run_cli("report", "edited.json", cwd=self.tmp)[2], 0)
+        with open(os.path.join(self.tmp, "edited.html"), encoding="utf-8") as f:
+            page = f.read()
+        passed, total = document["passed"] - 1, document["total"]
+        self.assertIn(f"<h1>Gate not met: {passed}/{total} passed, ", page)
+        self.assertIn(f"Agent eval: {passed}/{total} passed", page)
+        self.assertIn(f"blocking task failed ({blocking['id']})", page)
+
     def test_bad_input_is_one_line_and_exit_2(self) -> None:
         run_cli("--out", "r.json", cwd=self.tmp)
         with open(os.path.join(self.tmp, "not-results.json"), "w") as f:

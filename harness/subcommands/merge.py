@@ -23,7 +23,7 @@ from harness.reporters import (
 from harness.reporters.console import say
 from harness.results import baseline_record, file_sha256, load_results, partial, results_document
 from harness.text import canonical_json, clip, headline, percent
-from harness.verdict import EXIT_UNREACHABLE, decide, tally
+from harness.verdict import EXIT_UNREACHABLE, decide_document
 
 
 def main(argv: Sequence[str]) -> int:
@@ -125,24 +125,23 @@ def merge(
     if paced:
         manifest["rateLimits"] = _rate_limits(paced)
     baseline = _baseline(first.get("baseline"), baseline_path, first_path)
+    merged = {
+        "manifest": manifest,
+        "runs": first["runs"],
+        "results": results,
+        "notRun": not_run,
+        "gate": first["gate"],
+        "gateOn": first["gateOn"],
+        "internalError": next((doc["internalError"] for doc in shards if doc.get("internalError")), None),
+    }
     comparison = None
     if baseline is not None:
-        merged = {"manifest": manifest, "runs": first["runs"], "results": results, "notRun": not_run}
         limits = recorded_limits(first)
         if "tokens" in limits:
             require_tokens(baseline[0], baseline[1], f"{first_path}'s growth.tokens.limit")
         comparison = compare(baseline[1], merged, limits)
-    summary = decide(
-        [tally(entry) for entry in results],
-        gate if gate is not None else Decimal(str(first["gate"])),
-        runs=first["runs"],
-        gate_on=first["gateOn"],
-        not_run=len(not_run),
-        regressed=comparison.regressed if comparison else (),
-        overall_regressed=comparison.overall_regressed if comparison else False,
-        growth=comparison.growth if comparison else (),
-        internal_error=next((doc["internalError"] for doc in shards if doc.get("internalError")), None),
-    )
+    against = (comparison.regressed, comparison.overall_regressed, comparison.growth) if comparison else ((), False, ())
+    summary = decide_document(merged, gate, against)
     document = results_document(
         run_id=first["runId"],
         fingerprint=first["fingerprint"],

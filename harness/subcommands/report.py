@@ -10,7 +10,8 @@ from harness.flags import Parser
 from harness.reporters import check_outputs
 from harness.reporters.console import say
 from harness.reporters.page import html_report
-from harness.results import load_results, write_atomic
+from harness.results import load_results, summary_fields, write_atomic
+from harness.verdict import decide_document
 
 
 def main(argv: Sequence[str]) -> int:
@@ -30,6 +31,7 @@ def main(argv: Sequence[str]) -> int:
     inputs = [(args.results, "RESULTS", "the results file"), (args.baseline, "--baseline", "the baseline")]
     check_outputs([(out, where)], inputs, "report")
     document = load_results(args.results)
+    document.update(summary_fields(decide_document(document)))  # the headline its entries make, as merge counts it
     # Against the limits the run was gated with, as its own verdict says.
     comparison = compare(load_results(args.baseline), document, recorded_limits(document)) if args.baseline else None
     write_atomic(out, html_report(document, comparison, args.baseline or ""))
