@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.contract import conversation_messages, parse_reply
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, TIMEOUT
+from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, RETRY_AFTER_SEND, TIMEOUT
 from harness.endpoints import (
     credential,
     field_secrets,
@@ -47,16 +47,27 @@ class HttpSettings:
     fields: Mapping[str, Any]
     timeout: float
     retries: int
+    retry_after_send: bool
     max_response_bytes: int
 
 
 def request_body(
     request: AgentRequest, run_id: str, fields: Mapping[str, Any], tools: Mapping[str, Tool] | None = None
 ) -> dict[str, Any]:
-    """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id and run id; for a task with
-    follow-up turns, also the conversation's id, the turn, and the messages so far (the newest user message last);
-    for a task that narrows or adds tools, the tools the agent has at this turn (tools: the file's, by name)."""
-    body = {**fields, "prompt": request.prompt, "taskId": request.task_id, "runId": run_id}
+    """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id, run id, trial id, trial and
+    attempt (1: the transport numbers the retries); for a task with follow-up turns, also the conversation's id, the
+    turn, and the messages so far (the newest user message last); for a task that narrows or adds tools, the tools the
+    agent has at this turn (tools: the file's, by name)."""
+    body = {
+        "prompt": request.prompt,
+        "taskId": request.task_id,
+        "runId": run_id,
+        "trialId": request.trial_id,
+        "trial": request.trial,
+        "attempt": 1,
+    }
+    if fields:
+        body = {**fields, **body}
     if request.conversation_id:
         body.update(conversationId=request.conversation_id, turn=request.turn, messages=conversation_messages(request))
     if request.tools is not None and tools is not None:
@@ -74,7 +85,7 @@ class HttpAgentBackend:
 
     NAME = "http"
     PLAYS_TOOLS = False
-    SETTINGS = (AGENT_URL, REQUEST_FIELDS, TOKEN, HEADERS, TIMEOUT, RETRIES, MAX_RESPONSE_BYTES)
+    SETTINGS = (AGENT_URL, REQUEST_FIELDS, TOKEN, HEADERS, TIMEOUT, RETRIES, RETRY_AFTER_SEND, MAX_RESPONSE_BYTES)
 
     @classmethod
     def configure(cls, sources: Sources) -> HttpSettings:
@@ -91,6 +102,7 @@ class HttpAgentBackend:
             fields=sources.get(REQUEST_FIELDS),
             timeout=sources.get(TIMEOUT),
             retries=sources.get(RETRIES),
+            retry_after_send=sources.get(RETRY_AFTER_SEND),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
         )
 
@@ -120,6 +132,7 @@ class HttpAgentBackend:
             retries=settings.retries,
             max_response_bytes=settings.max_response_bytes,
             hidden=self.hidden,
+            retry_after_send=settings.retry_after_send,
         )
         self.run_id = run_id
         self.fields = dict(settings.fields)
@@ -137,13 +150,15 @@ class HttpAgentBackend:
             "url": transport.shown_url,
             "timeout": transport.timeout,
             "retries": transport.retries,
+            "retryAfterSend": transport.retry_after_send,
             "maxResponseBytes": transport.max_response_bytes,
             **({"body": shown_fields(self.fields)} if self.fields else {}),
         }
 
     def run(self, request: AgentRequest) -> Reply:
-        """One request, retried as the transport sees fit, parsed against the contract."""
-        body, attempts = self.transport.post_json(request_body(request, self.run_id, self.fields, self.tools))
+        """One request, retried as the transport sees fit (each attempt numbered), parsed against the contract."""
+        payload = request_body(request, self.run_id, self.fields, self.tools)
+        body, attempts = self.transport.post_json(payload, numbered=True)
         try:
             return parse_reply(body, attempts, self.hidden)
         except BackendError as err:

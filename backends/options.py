@@ -6,9 +6,9 @@ from typing import Any
 
 from harness.endpoints import headers
 from harness.records import ConfigError
-from harness.settings import Setting, number, read_json
+from harness.settings import Setting, number, read_json, switch
 
-RESERVED_BODY_KEYS = ("prompt", "taskId", "runId")
+RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt")
 
 
 def request_fields(text: str, where: str) -> dict[str, Any]:
@@ -37,11 +37,21 @@ TIMEOUT = Setting(
 RETRIES = Setting(
     var="EVAL_RETRIES",
     flag="--retries",
-    help="retries after the first attempt of a connection error, timeout, 429, 502, 503, 504; a 429 that says how "
-    "long to wait spends none",
+    help="retries after the first attempt of a connection error, timeout, 429, 502, 503, 504 (http: of what the agent "
+    "may have started on, only with --retry-after-send); a 429 that says how long to wait spends none",
     read=number(int, 0, 10),
     default=2,
     metavar="N",
+)
+RETRY_AFTER_SEND = Setting(
+    var="EVAL_RETRY_AFTER_SEND",
+    flag="--retry-after-send",
+    help="also retry a request the agent may have started on (a timeout, a reset, 502, 504, a 503 without "
+    "Retry-After), as the next attempt of the same trialId",
+    read=switch,
+    default=False,
+    shown="off; 1 is on",
+    switch=True,
 )
 MAX_RESPONSE_BYTES = Setting(
     var="EVAL_MAX_RESPONSE_BYTES",

@@ -46,11 +46,13 @@ RESPONDED: cassette.Fields = {
 
 
 class RetryableError(BackendError):
-    """A failure worth another attempt: a connection error, a timeout, 429 or a 50x."""
+    """A failure worth another attempt: a connection error, a timeout, 429 or a 50x; started: whether the agent may
+    have begun work on the request (it was sent, and no answer says it was turned away)."""
 
-    def __init__(self, code: str, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, code: str, reason: str, retry_after: float | None = None, *, started: bool = True) -> None:
         super().__init__(code, reason)
         self.retry_after = retry_after
+        self.started = started
 
 
 class Transport:
@@ -68,9 +70,12 @@ class Transport:
         error_text: Callable[[bytes, Secrets], str] | None = None,
         hidden: Secrets = NO_SECRETS,
         usage: Callable[[Any], tuple[int, int] | None] | None = None,
+        retry_after_send: bool = True,
     ) -> None:
         """hidden: every value never to be written, masked in what an error quotes of a reply before it is clipped;
-        usage: the (input, output) tokens a success's decoded body says it cost, for the pacer's estimates."""
+        usage: the (input, output) tokens a success's decoded body says it cost, for the pacer's estimates;
+        retry_after_send: whether to retry a request the other end may have started on (a timeout, a reset, a 502,
+        504 or 503 without Retry-After), not only one it turned away or never got."""
         parts = urlsplit(url)
         self.shown_url = redact_url(url)
         self.timeout = timeout
@@ -80,6 +85,7 @@ class Transport:
         self.error_text = error_text or snippet
         self.hidden = hidden
         self.usage = usage
+        self.retry_after_send = retry_after_send
         self.pacer = Pacer()  # shared by every thread's requests: the endpoint's rate limits are the run's
         tls = parts.scheme == "https"
         host = parts.hostname or ""
@@ -130,26 +136,44 @@ class Transport:
         }
         self._local = threading.local()
 
-    def post_json(self, payload: Mapping[str, Any]) -> tuple[Any, int]:
-        """The decoded JSON reply and the number of attempts it took; through the run's cassette, when it has one."""
+    def post_json(self, payload: Mapping[str, Any], numbered: bool = False) -> tuple[Any, int]:
+        """The decoded JSON reply and the number of attempts it took; through the run's cassette, when it has one.
+        numbered: the payload's "attempt" says which attempt each one is."""
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
-        request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+        request = self._request(body)
         wire = {"path": self.wire_path, "headers": self.wire_headers, "body": payload}
         place = cassette.placed()
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))
+        again = (lambda attempt: self._request(json_bytes({**payload, "attempt": attempt}))) if numbered else None
         return self._outcome(
-            cassette.exchange(wire, lambda: self._sent(request, cost, task, len(body)), self.hidden, shape=_recorded)
+            cassette.exchange(
+                wire, lambda: self._sent(request, cost, task, len(body), again), self.hidden, shape=_recorded
+            )
         )
 
-    def _sent(self, request: bytes, cost: tuple[int, int], task: str | None, size: int) -> dict[str, Any]:
+    def _request(self, body: bytes) -> bytes:
+        return self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+
+    def _sent(
+        self,
+        request: bytes,
+        cost: tuple[int, int],
+        task: str | None,
+        size: int,
+        again: Callable[[int], bytes] | None = None,
+    ) -> dict[str, Any]:
         """The final outcome of the request, paced and retried as need be, as JSON: the last response, or the error that
-        ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded."""
+        ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded. A
+        request the other end may have started on is retried only when retry_after_send; again: the request as the
+        attempt of that number, when the body says which."""
         pacer = self.pacer
         deadline = time.monotonic() + RATE_LIMIT_WAIT
         attempt = spent = 0
         while True:
             attempt += 1
+            if again is not None and attempt > 1:
+                request = again(attempt)
             try:
                 ticket = pacer.acquire(cost, deadline)
             except BackendError as err:
@@ -175,7 +199,7 @@ class Transport:
                     if err.retry_after and time.monotonic() + err.retry_after <= deadline:
                         continue
                 spent += 1
-                if spent > self.retries:
+                if spent > self.retries or (err.started and not self.retry_after_send):
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
                 # A 429's wait, when it said one, is the pacer's hold, which ends the request past the bound; a wait of
                 # 0 s (or to a past date) is none said.
@@ -249,7 +273,11 @@ class Transport:
             raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body, self.hidden)}")
         if status in self.retry_statuses:
             wait = told_wait(status, response.headers, body, time.time())
-            raise RetryableError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}", wait)
+            # A 429, or a 503 that says when to come back, turned the request away; a 502 or 504 may come after it
+            # reached the agent.
+            started = status != 429 and not (status == 503 and wait is not None)
+            reason = f"{_status(status)}{self.error_text(body, self.hidden)}"
+            raise RetryableError("reply:http-status", reason, wait, started=started)
         if not 200 <= status < 300:
             raise BackendError("reply:http-status", f"{_status(status)}{self.error_text(body, self.hidden)}")
         return response
@@ -305,23 +333,23 @@ def _classify(exc: Exception, stage: str, started: bool, timeout: float, limit: 
         return BackendError("reply:too-large", f"HTTP {exc.status} body{size} is over the {limit}-byte limit")
     if isinstance(exc, (TimeoutError, socket.timeout)):
         if stage == "connect":
-            return RetryableError("reply:connect", f"could not connect within {timeout:g}s")
+            return RetryableError("reply:connect", f"could not connect within {timeout:g}s", started=False)
         return RetryableError("reply:timeout", f"no complete reply within {timeout:g}s")
     if ssl is not None and isinstance(exc, ssl.SSLError):
         return BackendError("reply:tls", f"TLS failure: {getattr(exc, 'verify_message', None) or exc.reason or exc}")
     if isinstance(exc, ConnectionRefusedError):
-        return RetryableError("reply:connect", "connection refused")
+        return RetryableError("reply:connect", "connection refused", started=False)
     if isinstance(exc, socket.gaierror):
-        return RetryableError("reply:connect", f"cannot resolve the host ({exc.strerror})")
+        return RetryableError("reply:connect", f"cannot resolve the host ({exc.strerror})", started=False)
     if isinstance(exc, TunnelRefused):
-        return RetryableError("reply:connect", str(exc))
+        return RetryableError("reply:connect", str(exc), started=False)
     if isinstance(exc, (PeerClosed, ConnectionResetError, BrokenPipeError)):
         when = "before a complete reply" if started else "before replying"
-        return RetryableError("reply:reset", f"the connection was closed or reset {when}")
+        return RetryableError("reply:reset", f"the connection was closed or reset {when}", started=stage != "connect")
     if isinstance(exc, ProtocolError):
         return BackendError("reply:bad-http", f"not a valid HTTP response: {exc}")
     if isinstance(exc, OSError) and stage == "connect":
-        return RetryableError("reply:connect", exc.strerror or str(exc))
+        return RetryableError("reply:connect", exc.strerror or str(exc), started=False)
     if isinstance(exc, OSError):
         return RetryableError("reply:reset", exc.strerror or str(exc))
     raise exc

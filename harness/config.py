@@ -27,7 +27,7 @@ from harness.reporters import (
     check_outputs,
     outputs,
 )
-from harness.settings import Setting, Sources, add_settings, choice, environment_only, number
+from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, switch
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.text import MAX_GROWTH
 from harness.verdict import EXIT_CODES, GATE_PLACES
@@ -64,13 +64,6 @@ def globs(value: list[str] | str, where: str) -> tuple[str, ...]:
     """Patterns from a repeated flag, or from a variable split at commas."""
     patterns = value if isinstance(value, list) else value.split(",")
     return tuple(pattern.strip() for pattern in patterns if pattern.strip())
-
-
-def switch(value: bool | str, where: str) -> bool:
-    """On from a flag, or from a variable of 1 or true; off from 0 or false."""
-    if value not in (True, "1", "true", "0", "false"):
-        raise ConfigError(f"{where}: expected 1 or 0, got {value!r}")
-    return value in (True, "1", "true")
 
 
 def shard(text: str, where: str) -> tuple[int, int]:

@@ -35,15 +35,21 @@ UNSCRIPTED = "no result scripted for {name}"
 
 
 def agent_request(
-    task: Task, conversation_id: str = "", history: Sequence[Turn] = (), steps: Sequence[Step] = ()
+    task: Task,
+    conversation_id: str = "",
+    history: Sequence[Turn] = (),
+    steps: Sequence[Step] = (),
+    trial_id: str = "",
+    trial: int = 1,
 ) -> AgentRequest:
-    """What the agent receives at one step: the task's id, the newest user message and the conversation so far.
+    """What the agent receives at one step: the task's id, the newest user message, the conversation so far and which
+    trial this is.
 
     Never anything of the task's expectation. The tools it has now, for a task that narrows or adds them.
     """
     prompt = (task.prompt, *task.turns)[len(history)]
     tools = task.offered[len(history)] if task.offered else None
-    return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps), tools)
+    return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps), tools, trial_id, trial)
 
 
 class ToolPlayer:
@@ -104,9 +110,10 @@ def converse(
     an error ends the conversation, as does a model still calling tools when its steps ran out. A reply that wrote a
     call as text instead of making it (tools: the task file's tool names) is an error, as is the trial's world
     failing. A turn that checks its state has the world's state taken when it ends, kept from the agent. Each request
-    is placed (the trial: which of the task's) for the run's cassette.
+    carries the trial's id, made here, and its number (which of the task's), and is placed for the run's cassette.
     """
     conversation_id = os.urandom(8).hex() if task.turns else ""
+    trial_id = os.urandom(16).hex()  # unguessable: an agent may key what it did by it
     plays = backend.PLAYS_TOOLS and task.is_conversation
     repeats = (task.budget or NO_BUDGET).max_repeats
     player = ToolPlayer(task.tool_results, world)
@@ -117,7 +124,7 @@ def converse(
         while True:
             at(Place(task.id, trial, index + 1, len(steps) + 1))
             try:
-                reply = backend.run(agent_request(task, conversation_id, turns, steps))
+                reply = backend.run(agent_request(task, conversation_id, turns, steps, trial_id, trial))
             except BackendError as err:
                 reply = Reply.failed(err)
             reply = read_names(checked(reply, tools), tools)

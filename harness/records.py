@@ -534,6 +534,8 @@ class AgentRequest:
     history: tuple[Turn, ...] = ()  # the turns before this one, whole
     steps: tuple[Step, ...] = ()  # this turn's steps so far, each with the tool results played back
     tools: tuple[str, ...] | None = None  # the names of the tools the agent has now; None: the file's every tool
+    trial_id: str = ""  # random, one per trial: the same in each of its turns and retries
+    trial: int = 1  # which of the task's trials, from 1
 
     @property
     def turn(self) -> int:

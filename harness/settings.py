@@ -224,6 +224,13 @@ def number(kind: type, low: float, high: float) -> Reader:
     return read
 
 
+def switch(value: bool | str, where: str) -> bool:
+    """On from a flag, or from a variable of 1 or true; off from 0 or false."""
+    if value not in (True, "1", "true", "0", "false"):
+        raise ConfigError(f"{where}: expected 1 or 0, got {value!r}")
+    return value in (True, "1", "true")
+
+
 def choice(*options: str) -> Reader:
     """A reader of one of a few words."""
 

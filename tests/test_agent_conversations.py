@@ -81,7 +81,10 @@ class AgentConversations(TempDirTestCase):
         banner = [r.json for r in self.received if r.json["taskId"] == "banner"]
         self.assertEqual(len(banner), 2, "one request per turn: the agent runs its own tools")
         first, second = banner
-        self.assertEqual(set(second), {"prompt", "taskId", "runId", "conversationId", "turn", "messages"})
+        self.assertEqual(
+            set(second),
+            {"prompt", "taskId", "runId", "trialId", "trial", "attempt", "conversationId", "turn", "messages"},
+        )
         self.assertEqual((first["turn"], second["turn"], second["prompt"]), (1, 2, ANSWER))
         self.assertEqual(first["conversationId"], second["conversationId"])
         self.assertEqual(
@@ -95,10 +98,10 @@ class AgentConversations(TempDirTestCase):
         self.assertNotIn("toolResults", str(second), "an agent that runs its own tools gets no scripted results")
         self.assertIn("turn 1: (no call) | turn 2: imageman.ai.image.generate(prompt)  (2 steps, 2 turns)", stdout)
 
-    def test_a_task_without_turns_keeps_the_body_it_always_had(self) -> None:
+    def test_a_task_without_turns_has_no_conversation_in_its_body(self) -> None:
         self.run_http(stateless)
         (single,) = [r.json for r in self.received if r.json["taskId"] == "single"]
-        self.assertEqual(set(single), {"prompt", "taskId", "runId"})
+        self.assertEqual(set(single), {"prompt", "taskId", "runId", "trialId", "trial", "attempt"})
 
     def test_a_stateful_agent_answers_from_the_conversation_id_one_per_trial(self) -> None:
         agent = StatefulAgent()

@@ -28,7 +28,7 @@ class AnswerKeyBoundary(unittest.TestCase):
     def test_a_request_carries_the_conversation_so_far_and_nothing_else(self) -> None:
         self.assertEqual(
             list(fields(AgentRequest)),
-            ["task_id", "prompt", "conversation_id", "history", "steps", "tools"],
+            ["task_id", "prompt", "conversation_id", "history", "steps", "tools", "trial_id", "trial"],
         )
         task = load_task_file(CANONICAL_TASKS).tasks[0]
         self.assertEqual(agent_request(task), AgentRequest(task_id=task.id, prompt=task.prompt))
@@ -57,8 +57,8 @@ class AnswerKeyBoundary(unittest.TestCase):
         for variant in answer_keys:
             stub = StubBackend()
             self.assertIsNone(run_jobs(stub, variant, concurrency=1, on_result=lambda result: None))
-            # The conversation id is drawn for each trial: the one part of a request that may differ.
-            seen.append([replace(request, conversation_id="") for request in stub.requests])
+            # The conversation's and the trial's ids are drawn for each trial: the one part of a request that differs.
+            seen.append([replace(request, conversation_id="", trial_id="") for request in stub.requests])
         self.assertGreater(len(seen[0]), len(tasks), "the conversations took more than one request each")
         self.assertEqual(seen[1], seen[0])
         self.assertEqual(seen[2], seen[0])

@@ -29,7 +29,9 @@ class CommandBackend(TempDirTestCase):
         folders = [item["cwd"] for item in seen]
         self.assertEqual(len(set(folders)), len(folders), "a fresh folder per task")
         self.assertTrue(all(not folder.startswith(self.tmp) and not os.path.exists(folder) for folder in folders))
-        self.assertEqual(set(seen[0]["request"]), {"prompt", "taskId", "runId", "workspaceId"})
+        self.assertEqual(
+            set(seen[0]["request"]), {"prompt", "taskId", "runId", "trialId", "trial", "attempt", "workspaceId"}
+        )
         self.assertEqual(seen[0]["request"]["taskId"], "asset-search-by-tag")
 
     def test_a_command_that_is_not_utf8_is_refused_before_anything_runs(self) -> None:

@@ -112,15 +112,16 @@ class Contract(HttpTestCase):
         self.assertEqual((code, len(agent.received)), (0, 10))
         self.assertEqual(self.results()["manifest"]["backend"], "http")
 
-    def test_the_body_carries_the_prompt_task_id_and_run_id_and_nothing_of_the_answer_key(self) -> None:
+    def test_the_body_carries_the_prompt_task_id_run_id_and_trial_and_nothing_of_the_answer_key(self) -> None:
         agent = self.serve(canned)
         self.run_http(agent.url())
         run_id = self.results()["runId"]
         tasks = {task["id"]: task for task in canonical_task_data()["tasks"]}
         for received in agent.received:
             body = received.json
-            self.assertEqual(set(body), {"prompt", "taskId", "runId"})
+            self.assertEqual(set(body), {"prompt", "taskId", "runId", "trialId", "trial", "attempt"})
             self.assertEqual((body["prompt"], body["runId"]), (tasks[body["taskId"]]["prompt"], run_id))
+            self.assertEqual((body["trial"], body["attempt"]), (1, 1))
             raw = received.body.decode()
             for secret in ["expect", "requiredArgs", "refusal", "inputSchema", *EXPECTED_TOOLS]:
                 self.assertNotIn(secret, raw)
@@ -387,12 +388,14 @@ class Retries(HttpTestCase):
     def test_each_retried_status_is_retried_until_retries_run_out(self) -> None:
         for code in (429, 502, 503, 504):
             with self.subTest(code):
-                result, agent = self.refusal_trial(status(code, b"", AT_ONCE), EVAL_RETRIES="2")
+                result, agent = self.refusal_trial(
+                    status(code, b"", AT_ONCE), EVAL_RETRIES="2", EVAL_RETRY_AFTER_SEND="1"
+                )
                 self.assertEqual((result.outcome.status, result.reply.attempts, len(agent.received)), ("error", 3, 3))
                 self.assertEqual(result.outcome.reason, f"{result.outcome.reason.split(' (')[0]} (3 attempts)")
 
     def test_a_timeout_is_retried_after_a_backoff_of_at_least_half_a_base(self) -> None:
-        result, agent = self.refusal_trial(slow(2), EVAL_TIMEOUT="0.3", EVAL_RETRIES="1")
+        result, agent = self.refusal_trial(slow(2), EVAL_TIMEOUT="0.3", EVAL_RETRIES="1", EVAL_RETRY_AFTER_SEND="1")
         self.assertEqual(
             (result.outcome.code, result.outcome.reason),
             ("reply:timeout", "no complete reply within 0.3s (2 attempts)"),

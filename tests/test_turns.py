@@ -303,7 +303,7 @@ class ToolsOfTheTurn(TempDirTestCase):
         run_task(backend, loaded["plain"])
         self.assertEqual(
             [sorted(body) for body in bodies],
-            [["conversationId", "messages", "prompt", "runId", "taskId", "turn"]] * 2,
+            [["attempt", "conversationId", "messages", "prompt", "runId", "taskId", "trial", "trialId", "turn"]] * 2,
         )
         self.assertEqual(json.dumps(bodies[0]["messages"]), json.dumps([{"role": "user", "content": FIND}]))
 
