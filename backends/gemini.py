@@ -34,7 +34,7 @@ from harness.records import (
     Turn,
     replace,
 )
-from harness.settings import Sources
+from harness.settings import Sources, number
 from harness.text import blank
 
 INTERNAL = 500  # Gemini's own advice: retry a 500 INTERNAL as a 503
@@ -58,6 +58,12 @@ class GeminiBackend(ProviderBackend):
     BASE_URL = base_url("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com")
     API_KEY = api_key("GOOGLE_API_KEY")  # the google-genai SDK's order: GOOGLE_API_KEY first, then GEMINI_API_KEY
     GEMINI_API_KEY = replace(api_key("GEMINI_API_KEY"), help="the API key, when GOOGLE_API_KEY is not set")
+    # Gemini's own range: 0 turns thinking off, -1 lets the model choose (Gemini 2.5); which a model takes is its own.
+    THINKING_BUDGET = replace(
+        THINKING_BUDGET,
+        help="the tokens a model may think with: 0 for none, -1 for as many as it chooses; sent only when set",
+        read=number(int, -1, 1_000_000),
+    )
     SETTINGS = (
         MODEL,
         BASE_URL,
@@ -83,7 +89,7 @@ class GeminiBackend(ProviderBackend):
             settings = replace(settings, key=sources.get(cls.GEMINI_API_KEY), key_variable=cls.GEMINI_API_KEY.var)
         model_path(settings.model, sources.text(MODEL)[1])  # a name it cannot send is bad input, before any request
         effort, effort_where = sources.text(REASONING_EFFORT)
-        budget, budget_where = sources.text(THINKING_BUDGET)
+        budget, budget_where = sources.text(cls.THINKING_BUDGET)
         if effort is not None and budget is not None:
             raise ConfigError(f"{effort_where}, {budget_where}: Gemini takes a thinking level or a budget, not both")
         if sources.get(REASONING_EFFORT) == "none":
@@ -216,7 +222,11 @@ class GeminiBackend(ProviderBackend):
             detail = f": {self.hidden.clip(said, 200)}" if isinstance(said, str) and said else ""
             reason = f"the model's function call could not be used (finishReason {finish}){detail}"
             raise BackendError("reply:bad-provider-reply", reason, attempts)
-        calls = [self.tool_call(name, args, self.call_id(given, "gemini_h")) for name, args, given in raw_calls]
+        # A call's args is optional: a tool without parameters is called without it.
+        calls = [
+            self.tool_call(name, {} if args is None else args, self.call_id(given, "gemini_h"))
+            for name, args, given in raw_calls
+        ]
         text = "\n".join(texts) or None
         if not calls and finish in CUT_OFF:
             reason = f"the reply was cut off (finishReason {finish}) before any function call"

@@ -122,7 +122,7 @@ class OpenAIChatBackend(ProviderBackend):
         if not calls and message.get("function_call"):  # a call all the same: read as text, it would pass a refusal
             reason = "a call in function_call (the deprecated functions API), not in tool_calls"
             raise BackendError("reply:bad-provider-reply", reason, attempts)
-        content, refusal = message.get("content"), message.get("refusal")
+        content, refusal = _text_of(message.get("content")), message.get("refusal")
         said = [value for value in (content, refusal) if isinstance(value, str) and value]
         text = next((value for value in said if not blank(value)), said[0] if said else None)
         finish_reason = choice.get("finish_reason")
@@ -157,3 +157,15 @@ class OpenAIChatBackend(ProviderBackend):
             refused_by_provider=None if calls else stated,
             native=native,
         )
+
+
+def _text_of(content: Any) -> Any:
+    """A message's content as text: as it is, or, a list of typed parts (Mistral's reasoning models, some servers that
+    copy the API), its text parts joined, its thinking parts left out."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        part["text"]
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    )

@@ -120,6 +120,7 @@ class ProviderBackend:
     RETRIED_TOO: frozenset[int] = frozenset()  # statuses this provider retries besides the transport's own
     USAGE = ("input_tokens", "output_tokens")  # what a reply's `usage` names its input and output tokens
     TEMPERATURE = TEMPERATURE  # the range this provider takes
+    THINKING_BUDGET = THINKING_BUDGET  # the budgets this provider takes, when it reads the setting
     TOOL_KEYS = ("tools", "tool_choice")  # what a request leaves out when it offers no tool
 
     @classmethod
@@ -138,7 +139,7 @@ class ProviderBackend:
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
             max_tokens=sources.get(MAX_TOKENS),
             reasoning_effort=sources.get(REASONING_EFFORT) if REASONING_EFFORT in cls.SETTINGS else None,
-            thinking_budget=sources.get(THINKING_BUDGET) if THINKING_BUDGET in cls.SETTINGS else None,
+            thinking_budget=sources.get(cls.THINKING_BUDGET) if cls.THINKING_BUDGET in cls.SETTINGS else None,
         )
 
     def __init__(

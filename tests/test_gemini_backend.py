@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from backends.gemini_schema import gemini_schema
-from harness.records import ConfigError, Outcome, Result
+from harness.records import ConfigError, ExpectTool, Outcome, Result, replace
 from harness.running import run_task
 from harness.taskfile import load_task_file
 from tests.gemini_fake import (
@@ -131,6 +131,28 @@ class Gemini(GeminiTestCase):
                 run_task(backend, canonical_task("asset-get-details"))
                 self.assertEqual(backend.settings.key_variable, variable)
                 self.assertEqual(fake.received[-1].headers["x-goog-api-key"], env[variable])
+
+    def test_a_thinking_budget_of_0_turns_thinking_off_and_of_minus_1_lets_the_model_choose(self) -> None:
+        # Gemini 2.5 Flash takes both: 0 is no thinking, -1 dynamic thinking; Anthropic's floor is 1024, not Gemini's.
+        fake = self.serve(scripted((200, gemini_response([GET]))))
+        for budget in (0, -1, 128):
+            with self.subTest(budget=budget):
+                backend = self.backend(fake, EVAL_THINKING_BUDGET=str(budget))
+                run_task(backend, canonical_task("asset-get-details"))
+                self.assertEqual(
+                    fake.received[-1].json["generationConfig"]["thinkingConfig"], {"thinkingBudget": budget}
+                )
+                self.assertEqual(backend.describe()["thinkingBudget"], budget)
+        with self.assertRaises(ConfigError) as caught:
+            self.backend(fake, EVAL_THINKING_BUDGET="-2")
+        self.assertEqual(
+            str(caught.exception), "EVAL_THINKING_BUDGET: expected a whole number from -1 to 1000000, got '-2'"
+        )
+        with self.assertRaises(ConfigError) as caught:
+            backend_for({"EVAL_BACKEND": "anthropic", "EVAL_MODEL": "m", "EVAL_THINKING_BUDGET": "0"})
+        self.assertEqual(
+            str(caught.exception), "EVAL_THINKING_BUDGET: expected a whole number from 1024 to 1000000, got '0'"
+        )
 
     def test_thinking_settings_gemini_cannot_take_are_configuration_errors(self) -> None:
         fake = self.serve(scripted((200, gemini_response([GET]))))
@@ -340,6 +362,18 @@ class Stops(GeminiTestCase):
     def test_calls_made_before_a_stop_still_count(self) -> None:
         result = self.trial((200, gemini_response([GET], finish_reason="MAX_TOKENS")))
         self.assertEqual((result.outcome.status, result.reply.refused_by_provider), ("pass", None))
+
+    def test_a_call_without_args_is_a_call_with_no_arguments(self) -> None:
+        # How Gemini calls a tool that takes no parameters: args is optional in its FunctionCall.
+        from google.genai import types
+
+        body = gemini_response([{"name": "imageman_asset_list", "args": {}}])
+        del body["candidates"][0]["content"]["parts"][0]["functionCall"]["args"]
+        types.GenerateContentResponse.model_validate_json(json.dumps(body))
+        task = replace(canonical_task("asset-list-recent-in-folder"), expect=ExpectTool("imageman.asset.list"))
+        result = run_task(self.backend(self.serve(scripted((200, body)))), task)
+        self.assertEqual(result.outcome, Outcome("pass"))
+        self.assertEqual((result.reply.tool_calls[0].args, result.reply.tool_calls[0].args_error), ({}, None))
 
     def test_parallel_calls_and_arguments_that_are_not_an_object(self) -> None:
         search = {"name": "imageman_asset_search", "args": {"query": "x"}}

@@ -173,6 +173,24 @@ class OpenAI(ProviderTestCase):
         self.assertEqual(result.outcome.reason, "expected imageman.asset.get, got a refusal")
         self.assertEqual(result.reply.text, "Which asset?")
 
+    def test_content_as_a_list_of_parts_is_its_text_parts_joined_without_its_thinking(self) -> None:
+        # Mistral's reasoning models, and some servers that copy the API, send content as typed parts.
+        thinking = {"type": "thinking", "thinking": [{"type": "text", "text": "They want the keys. I must not."}]}
+        said = [thinking, {"type": "text", "text": "I can't share "}, {"type": "text", "text": "credentials."}]
+        get = {"name": "imageman_asset_get", "args": {"assetId": "a"}}
+        cases = [
+            ("a refusal in two text parts", openai_completion([]), said, REFUSAL, "pass", "I can't share credentials."),
+            ("thinking alone", openai_completion([]), [thinking], REFUSAL, "error", None),
+            ("text beside a call", openai_completion([get]), said[1:2], "asset-get-details", "pass", "I can't share "),
+        ]
+        for name, body, content, task_id, status, text in cases:
+            with self.subTest(name):
+                body["choices"][0]["message"]["content"] = content
+                result = self.trial("openai", scripted((200, body)), task_id)
+                self.assertEqual((result.outcome.status, result.reply.text), (status, text))
+                if status == "pass":
+                    self.assertEqual(result.reply.native["content"], content)  # it goes back as it came
+
     def test_malformed_arguments_name_the_reason(self) -> None:
         reply = openai_completion([{"name": "imageman_asset_get", "args": {}}], arguments=['{"assetId": '])
         self.assertEqual(
