@@ -258,9 +258,10 @@ def run(argv: Sequence[str]) -> int:
     tool_names = frozenset(tool.name for tool in task_file.tools)
     cassette.install(tape)
     try:
-        stop = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
+        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
     finally:
         cassette.install(None)
+    stop = ending.cut
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)
@@ -289,6 +290,7 @@ def run(argv: Sequence[str]) -> int:
         overall_regressed=comparison.overall_regressed if comparison else False,
         growth=comparison.growth if comparison else (),
         interrupted=isinstance(stop, KeyboardInterrupt),
+        rate_limited=ending.rate_limited,
         internal_error=hidden.mask(internal_error(stop)) if isinstance(stop, Exception) else None,
     )
     document = results_document(
@@ -322,6 +324,11 @@ def run(argv: Sequence[str]) -> int:
         raise Unreachable(unreachable_reason(manifest, first) + replayed_from)
     if summary.exit_code == EXIT_INTERRUPTED:
         _complain(f"eval_agent: interrupted after {in_task_order.count} of {len(jobs)} trials")
+    elif ending.rate_limited:
+        _complain(
+            f"eval_agent: stopped after {in_task_order.count} of {len(jobs)} trials: {min(concurrency, len(jobs))}"
+            " requests in a row ended rate-limited (reply:rate-limited), the rest were not sent"
+        )
     return summary.exit_code
 
 

@@ -714,7 +714,7 @@ class Summary:
     gate_failed_because: tuple[
         str, ...
     ] = ()  # below-gate, blocking-failed, regression, overall-regression, token-growth, tool-call-growth,
-    # latency-growth, unreachable, not-run, internal-error
+    # latency-growth, unreachable, replay-miss, rate-limited, not-run, internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"

@@ -11,11 +11,15 @@ from harness import cassette
 from harness.conversation import converse, whole_reply
 from harness.environments import CODE, World, WorldError, world_of
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, replace
+from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, record, replace
 from harness.scoring import score, score_budget, score_turns
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
+# A request that ended so waited on rate limits as long as one may (or would have): once a wave of them has, as many in
+# a row as the concurrency with no other ending between, the limits are spent for longer than a run should wait, and the
+# run stops rather than send the rest into them.
+RATE_LIMITED = "reply:rate-limited"
 WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 # Set by the run's signal handlers besides the KeyboardInterrupt they raise, which is lost when it comes while the
 # interpreter compiles a module it imports: a run must not go on, or wait for ever, after a Ctrl-C it did not hear.
@@ -104,6 +108,15 @@ def _masked_turn(turn: Turn, hidden: Secrets) -> Turn:
     return Turn(hidden.mask(turn.user), steps, verdict, end)
 
 
+@record
+class Ending:
+    """How a run's jobs ended: what cut them short (a KeyboardInterrupt, or an exception from a backend or from
+    scoring, which is a bug), and whether a wave of requests ended rate-limited and stopped them."""
+
+    cut: BaseException | None = None
+    rate_limited: bool = False
+
+
 def run_jobs(
     backend: Backend,
     jobs: Sequence[Task],
@@ -112,16 +125,18 @@ def run_jobs(
     secrets: Secrets = NO_SECRETS,
     hidden: Secrets = NO_SECRETS,
     tools: Collection[str] = (),
-) -> BaseException | None:
+) -> Ending:
     """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
 
-    Returns what cut the run short, with the results so far handed on: a KeyboardInterrupt (Ctrl-C or a signal),
-    or an exception from a backend or from scoring, which is a bug; None when every job ran, or a rejected key stopped
-    them.
+    Returns how they ended, with the results so far handed on: what cut the run short (a KeyboardInterrupt, from
+    Ctrl-C or a signal, or an exception from a backend or from scoring, which is a bug), or none when every job ran or
+    a rejected key stopped them; and whether a wave of rate-limited endings stopped them (in the order they ended, as
+    many in a row as the concurrency, or as the jobs when fewer).
     """
     finished: dict[int, Result] = {}
     handed = 0
     stop: BaseException | None = None
+    wave, limited_in_a_row, rate_limited = min(concurrency, len(jobs)), 0, False
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
     trials = _trial_numbers(jobs)
 
@@ -139,6 +154,10 @@ def run_jobs(
                 handed += 1
             if result.reply.error_code in STOPS_THE_RUN:
                 break
+            limited_in_a_row = limited_in_a_row + 1 if result.reply.error_code == RATE_LIMITED else 0
+            if limited_in_a_row == wave:
+                rate_limited = True
+                break
     except (KeyboardInterrupt, Exception) as exc:
         stop = exc
     if pool is not None:
@@ -149,7 +168,7 @@ def run_jobs(
         finished.update(leftovers)  # a trial done before the signal is a trial done
     for index in sorted(finished):
         on_result(finished[index])
-    return stop
+    return Ending(stop, rate_limited)
 
 
 def _trial_numbers(jobs: Sequence[Task]) -> list[int]:

@@ -49,6 +49,7 @@ REASONS = {
     "latency-growth": "latency grew past the limit against the baseline",
     "unreachable": "nothing reached the agent",
     "replay-miss": "requests not in the cassette",
+    "rate-limited": "the rate limits stopped the run",
     "not-run": "tasks not run",
     "internal-error": "internal error",
 }

@@ -65,8 +65,9 @@ def decide_document(
     against: tuple[Sequence[str], bool, Sequence[Growth]] | None = None,
 ) -> Summary:
     """The verdict on a results document (or as much of one as merge joins), counted from its task entries as a run
-    counts them, never taken from the counts it says: with its gate (or the one given), its runs and what did not run;
-    against: its regressions, overall regression and growth against a baseline, else as the document records them."""
+    counts them, never taken from the counts it says: with its gate (or the one given), its runs, what did not run and
+    whether the rate limits stopped it; against: its regressions, overall regression and growth against a baseline,
+    else as the document records them."""
     if against is None:
         recorded = [
             Growth(figure, g["then"], g["now"], None if g["limit"] is None else Decimal(str(g["limit"])), g["tasks"])
@@ -84,6 +85,7 @@ def decide_document(
         regressed=regressed,
         overall_regressed=overall_regressed,
         growth=growth,
+        rate_limited="rate-limited" in document.get("gateFailedBecause", ()),
         internal_error=document.get("internalError"),
     )
 
@@ -152,14 +154,15 @@ def decide(
     overall_regressed: bool = False,
     growth: Sequence[Growth] = (),
     interrupted: bool = False,
+    rate_limited: bool = False,
     internal_error: str | None = None,
 ) -> Summary:
     """Count trials overall and per category, compute pass^k and flaky tasks, decide the gate, say why, pick the exit.
 
     The gate fails when the rate is below it, a blocking task did not pass, a task or the overall pass count regressed
     against the baseline, a cost grew past its limit against it (or cannot be compared with it), nothing reached the
-    agent, a replay's cassette held no reply for a request, a task did not run, or a bug cut the run short: each
-    reason is listed.
+    agent, a replay's cassette held no reply for a request, a wave of requests ended rate-limited and stopped the run,
+    a task did not run, or a bug cut the run short: each reason is listed.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
@@ -201,6 +204,7 @@ def decide(
         },
         "unreachable": unreachable,
         "replay-miss": bool(missed),
+        "rate-limited": rate_limited,
         "not-run": not_run > 0 or not total,
         "internal-error": internal_error is not None,
     }

@@ -36,7 +36,7 @@ class AnswerKeyBoundary(unittest.TestCase):
     def test_the_stub_receives_no_expected_tool_or_argument_key(self) -> None:
         tasks = load_task_file(CANONICAL_TASKS).tasks
         stub = StubBackend()
-        self.assertIsNone(run_jobs(stub, tasks, concurrency=4, on_result=lambda result: None))
+        self.assertIsNone(run_jobs(stub, tasks, concurrency=4, on_result=lambda result: None).cut)
         self.assertEqual(sorted(request.task_id for request in stub.requests), sorted(task.id for task in tasks))
         requests = {request.task_id: request for request in stub.requests}
         for task in tasks:
@@ -56,7 +56,7 @@ class AnswerKeyBoundary(unittest.TestCase):
         seen = []
         for variant in answer_keys:
             stub = StubBackend()
-            self.assertIsNone(run_jobs(stub, variant, concurrency=1, on_result=lambda result: None))
+            self.assertIsNone(run_jobs(stub, variant, concurrency=1, on_result=lambda result: None).cut)
             # The conversation's and the trial's ids are drawn for each trial: the one part of a request that differs.
             seen.append([replace(request, conversation_id="", trial_id="") for request in stub.requests])
         self.assertGreater(len(seen[0]), len(tasks), "the conversations took more than one request each")
@@ -87,7 +87,7 @@ class CutShort(unittest.TestCase):
                     time.sleep(0.01)
                 raise KeyboardInterrupt  # the signal, heard while the first result was being recorded
 
-        stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result)
+        stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result).cut
         self.assertIsInstance(stop, KeyboardInterrupt)
         self.assertEqual(sorted(recorded), sorted(task.id for task in tasks))
 

@@ -20,15 +20,20 @@ from http.server import BaseHTTPRequestHandler
 from unittest import mock
 
 from backends.pacing import RATE_LIMITED, Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
+from backends.stub import StubBackend
 from backends.transport import Transport
 from harness import cassette
-from harness.records import BackendError, Pacing
+from harness.records import AgentRequest, BackendError, Pacing, Reply, Result
 from harness.reporters.console import pace_text
+from harness.running import run_jobs
+from harness.taskfile import load_task_file
 from tests.providers import fake_openai, user_prompt
 from tests.support import (
     CANNED,
+    CANONICAL_TASKS,
     CLI_TIMEOUT,
     SCRIPT,
+    InProcessAgent,
     LoopbackAgent,
     Received,
     Respond,
@@ -544,6 +549,98 @@ class TokenEstimates(TempDirTestCase):
             ),
         )
         self.assertEqual(len(agent.received), 1)
+
+
+class RateLimitedWave(TempDirTestCase):
+    """A wave of requests ended rate-limited (as many in a row as the concurrency, no other ending between) stops the
+    run: the rest are not run, and the gate fails for it."""
+
+    def test_a_provider_that_answers_every_request_429_stops_the_run_after_a_wave_with_its_own_reason(self) -> None:
+        # Every request 429, and the day's requests spent (reset in 15 minutes, past the 600 s a request may wait): each
+        # request ends rate-limited after its one 429, so the test takes seconds where a Retry-After alone takes 600 s.
+        spent = {"Retry-After": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
+        agent = self.serve(lambda received, handler: send_json(handler, {"error": "slow down"}, 429, spent))
+        env = clean_env(
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_CONCURRENCY="2",
+            EVAL_TIMEOUT="5",
+            EVAL_RESULTS="r.json",
+            EVAL_JUNIT="junit.xml",
+        )
+        out, err, code = run_cli(env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, out + err)
+        results = self.read_json("r.json")
+        self.assertIn("rate-limited", results["gateFailedBecause"])
+        self.assertIn("not-run", results["gateFailedBecause"])
+        codes = [trial["code"] for entry in results["results"] for trial in entry["trialResults"]]
+        self.assertEqual(codes, [RATE_LIMITED] * len(codes))
+        self.assertGreaterEqual(len(codes), 2)
+        self.assertEqual(len(codes) + len(results["notRun"]), 10)
+        self.assertGreaterEqual(len(results["notRun"]), 6)
+        self.assertLessEqual(len(agent.received), 2)  # what the rest would have sent, it did not
+        self.assertIn("the rate limits stopped the run", out.splitlines()[-1])
+        self.assertIn("2 requests in a row ended rate-limited (reply:rate-limited), the rest were not sent", err)
+        self.assertIn("rate-limited", open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8").read())
+
+    def test_merge_keeps_the_reason_of_a_shard_the_rate_limits_stopped(self) -> None:
+        spent = {"Retry-After": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
+        limited = [True]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if limited[0]:
+                send_json(handler, {"error": "slow down"}, 429, spent)
+            else:
+                canned(received, handler)
+
+        env = clean_env(EVAL_AGENT_URL=self.serve(respond).url())
+        _, err, code = run_cli("--shard", "1/2", "--out", "s1.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, err)
+        limited[0] = False
+        _, err, code = run_cli("--shard", "2/2", "--out", "s2.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, err)
+        out, err, code = run_cli("merge", "s1.json", "s2.json", "--allow-partial", "--out", "merged.json", cwd=self.tmp)
+        self.assertEqual(code, 1, out + err)
+        self.assertIn("rate-limited", self.read_json("merged.json")["gateFailedBecause"])
+
+    def test_a_wave_is_as_many_rate_limited_endings_in_a_row_as_the_concurrency(self) -> None:
+        tasks = load_task_file(CANONICAL_TASKS).tasks
+        for endings, handed, stopped in [
+            ("L.L.L.L.L.", 10, False),  # a success between every two: the provider still answers
+            ("L.L.LL....", 6, True),
+            ("LL........", 2, True),
+        ]:
+            with self.subTest(endings=endings):
+                backend = InOrder(endings)
+                results: list[Result] = []
+                ending = run_jobs(backend, tasks, concurrency=2, on_result=results.append)
+                self.assertEqual((ending.cut, ending.rate_limited), (None, stopped))
+                self.assertEqual([result.task.id for result in results], [task.id for task in tasks[:handed]])
+
+
+class InOrder(InProcessAgent):
+    """An agent that answers the run's requests one after the other in the order sent, the stub's reply or, where
+    `endings` says L, an end in reply:rate-limited."""
+
+    def __init__(self, endings: str) -> None:
+        super().__init__()
+        self.endings = endings
+        self.turn = threading.Condition()
+        self.taken = 0
+        self.answered = 0
+
+    def run(self, request: AgentRequest) -> Reply:
+        with self.turn:
+            number = self.taken
+            self.taken += 1
+            self.turn.wait_for(lambda: self.answered == number, timeout=10)
+        try:
+            if self.endings[number] == "L":
+                raise BackendError(RATE_LIMITED, "the rate limit lets the next request go in 900s", attempts=0)
+            return StubBackend().run(request)
+        finally:
+            with self.turn:
+                self.answered += 1
+                self.turn.notify_all()
 
 
 def limited_first(count: int) -> tuple[Respond, list[int]]:

@@ -122,6 +122,13 @@ VERDICTS = [
         1,
     ),
     (
+        "a wave of requests ended rate-limited and stopped the run, above the gate",
+        [tally_of(entry("error", code="reply:rate-limited"))] * 2 + [tally("pass")] * 18,
+        {"not_run": 5, "rate_limited": True},
+        ("rate-limited", "not-run"),
+        1,
+    ),
+    (
         "a bug cut it short, even when interrupted too",
         [tally("pass")],
         {"internal_error": "RuntimeError: x", "interrupted": True},

@@ -133,6 +133,10 @@ def merge(
         "gate": first["gate"],
         "gateOn": first["gateOn"],
         "internalError": next((doc["internalError"] for doc in shards if doc.get("internalError")), None),
+        # what no task entry says: a shard the rate limits stopped
+        "gateFailedBecause": ["rate-limited"]
+        if any("rate-limited" in doc["gateFailedBecause"] for doc in shards)
+        else [],
     }
     comparison = None
     if baseline is not None:
