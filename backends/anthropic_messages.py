@@ -183,6 +183,6 @@ def _assistant_content(blocks: list[Any], call_ids: Iterator[str]) -> list[Any]:
 def _tool_result(result: ToolResult) -> dict[str, Any]:
     """A tool_result block answering its tool_use; a tool with no scripted result answers as an error."""
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call.call_id, "content": result_text(result)}
-    if not result.scripted:
+    if not result.answered:
         block["is_error"] = True
     return block

@@ -261,7 +261,7 @@ def _function_response(call: dict[str, Any], result: ToolResult) -> dict[str, An
     """
     content = result.content
     response = (
-        {"error": content} if not result.scripted else content if isinstance(content, dict) else {"result": content}
+        {"error": content} if not result.answered else content if isinstance(content, dict) else {"result": content}
     )
     answer: dict[str, Any] = {"name": call.get("name"), "response": response}
     if call.get("id"):

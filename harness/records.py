@@ -501,9 +501,14 @@ class ToolResult:
     case: int | None = None  # with source "case": which of the tool's cases, from 0
 
     @property
-    def scripted(self) -> bool:
+    def answered(self) -> bool:
         """Whether the call had a result to play: not the fixed text of a tool with none."""
         return self.source != "unscripted"
+
+    @property
+    def scripted(self) -> bool:
+        """Whether the task file gave the result: neither a tool environment's answer nor the fixed text."""
+        return self.source not in ("environment", "unscripted")
 
 
 @record

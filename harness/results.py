@@ -313,7 +313,7 @@ def _trial_entry(result: Result) -> dict[str, Any]:
             entry["conversationId"] = result.conversation_id
         entry["conversation"] = [_turn_entry(turn) for turn in result.turns]
         unscripted = {
-            r.call.name: None for turn in result.turns for step in turn.steps for r in step.results if not r.scripted
+            r.call.name: None for turn in result.turns for step in turn.steps for r in step.results if not r.answered
         }
         entry["unscripted"] = list(unscripted)
     if result.end is not None:

@@ -219,7 +219,7 @@ class PlayingTools(TempDirTestCase):
 
     def test_a_tool_with_no_script_gets_the_fixed_text_and_is_marked(self) -> None:
         (result,) = ToolPlayer({}).play((ToolCall(GENERATE, {"prompt": "x"}),))
-        self.assertEqual((result.content, result.scripted), (f"no result scripted for {GENERATE}", False))
+        self.assertEqual((result.content, result.answered), (f"no result scripted for {GENERATE}", False))
         self.assertEqual(UNSCRIPTED.format(name="x"), "no result scripted for x")
 
     def test_echo_returns_what_was_asked_for_anywhere_in_a_result(self) -> None:

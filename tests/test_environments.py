@@ -397,6 +397,18 @@ class EndStates(Calling):
             ),
         )
 
+    def test_an_environments_answer_is_recorded_with_its_source_and_not_as_scripted(self) -> None:
+        task = self.task({"tool": "fs.write"}, toolResults={"fs.read": "scripted text"})
+        agent = self.agent(("fs.write", {"path": "a", "text": "hi"}), ("fs.read", {"path": "a"}))
+        steps = task_entry(task, [run_task(agent, task)])["trialResults"][0]["conversation"][0]["steps"]
+        self.assertEqual(
+            [step["results"] for step in steps[:2]],
+            [
+                [{"name": "fs.write", "result": "wrote 2 characters to a", "scripted": False, "source": "environment"}],
+                [{"name": "fs.read", "result": "scripted text", "scripted": True, "source": "script"}],
+            ],
+        )
+
     def test_a_final_state_over_the_cap_is_kept_cut_and_marked(self) -> None:
         task = self.task({"tool": "fs.write"})
         result = run_task(self.agent(("fs.write", {"path": "a", "text": "x" * (STATE_LIMIT + 10)})), task)

@@ -155,7 +155,7 @@ class ChoosingTheResult(TempDirTestCase):
         self.assertEqual(played({"default": "d"}, one("a")), [("d", "script", None)])
         self.assertEqual(scripted({GET: {"default": "d"}}).tool_results, scripted({GET: "d"}).tool_results)
         (unscripted,) = ToolPlayer({}).play((ToolCall(GET, one("a")),))
-        self.assertEqual((unscripted.source, unscripted.scripted), ("unscripted", False))
+        self.assertEqual((unscripted.source, unscripted.answered), ("unscripted", False))
 
     def test_a_literal_object_of_cases_is_written_as_a_sequence_of_one(self) -> None:
         literal = {"cases": [{"args": {}, "result": 1}], "default": 2}
