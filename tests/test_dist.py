@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 import zipfile
 
-from tests.support import CANONICAL_TASKS, TempDirTestCase, canned, clean_env, run_cli
+from tests.support import CANONICAL_TASKS, ROOT, TempDirTestCase, canned, clean_env, run_cli
 from tools.build_pyz import build
 
 
@@ -42,6 +43,11 @@ class Archive(unittest.TestCase):
         with open(self.first, "rb") as f:
             self.assertEqual(f.readline(), b"#!/usr/bin/env python3\n")
         self.assertTrue(os.access(self.first, os.X_OK))
+
+    def test_its_size_is_the_size_docs_ci_md_gives_within_a_tenth(self) -> None:
+        with open(os.path.join(ROOT, "docs", "ci.md"), encoding="utf-8") as f:
+            (stated,) = re.findall(r"zipapp, about (\d+) KB", f.read())
+        self.assertAlmostEqual(os.path.getsize(self.first) / 1000, int(stated), delta=int(stated) / 10)
 
     def test_it_says_its_version_and_the_commit_it_was_built_from(self) -> None:
         from harness import __version__
