@@ -144,10 +144,12 @@ class HttpAgentBackend:
         return self._secrets
 
     def describe(self) -> dict[str, Any]:
-        """Settings fit to print and record: the URL with credentials and query masked."""
+        """Settings fit to print and record: the URL with credentials and query masked, and what of the query keys a
+        cassette (a digest of each value that is not a credential's)."""
         transport = self.transport
         return {
             "url": transport.shown_url,
+            **({"query": transport.query} if transport.query else {}),
             "timeout": transport.timeout,
             "retries": transport.retries,
             "retryAfterSend": transport.retry_after_send,

@@ -185,10 +185,12 @@ class ProviderBackend:
         }
 
     def describe(self) -> dict[str, Any]:
-        """Settings fit to print and record: the URL with credentials and query masked, the model."""
+        """Settings fit to print and record: the URL with credentials and query masked (what of the query keys a
+        cassette, as a digest), the model."""
         transport = self.transport
         settings = {
             "url": transport.shown_url,
+            **({"query": transport.query} if transport.query else {}),
             "model": self.settings.model,
             "maxTokens": self.settings.max_tokens,
             "timeout": transport.timeout,

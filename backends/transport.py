@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
 from backends.pacing import RATE_LIMIT_WAIT, Pacer, told_wait
 from harness import __version__, cassette
-from harness.endpoints import basic_credentials, redact_url
+from harness.endpoints import basic_credentials, keyed_query, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
 from harness.text import json_bytes
@@ -112,12 +112,19 @@ class Transport:
         fields.update(headers)
         head = f"POST {path} HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in fields.items())
         self._head = (head + "Content-Length: ").encode("latin-1")
-        # What identifies a request in a cassette, besides its body: not the scheme, host, port or query.
+        # What identifies a request in a cassette, besides its body: not the scheme, host or port, nor a credential in
+        # the query.
+        self.query = keyed_query(url)
         self.wire_path = parts.path or "/"
         self.wire_headers = {
             name: value
             for name, value in fields.items()
             if name.lower() not in UNKEYED_HEADERS and not hidden.find(value)
+        }
+        self._wire = {
+            "path": self.wire_path,
+            **({"query": self.query} if self.query else {}),
+            "headers": self.wire_headers,
         }
 
         tunnel = None
@@ -141,7 +148,7 @@ class Transport:
         numbered: the payload's "attempt" says which attempt each one is."""
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._request(body)
-        wire = {"path": self.wire_path, "headers": self.wire_headers, "body": payload}
+        wire = {**self._wire, "body": payload}
         place = cassette.placed()
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))

@@ -86,6 +86,19 @@ def query_values(texts: Iterable[str], where: str) -> dict[str, str]:
     }
 
 
+def keyed_query(url: str) -> dict[str, str]:
+    """What of the URL's query tells one endpoint from another, as a cassette's key and a run's fingerprint take it:
+    each parameter by name (`?model=`, `?api-version=`) with a digest of its values, which are never written; a
+    credential-like one (`?key=`, `?code=`) left out, so that a rotated key changes neither."""
+    from harness.text import sha256_hex  # made once per run, for the backend's URL
+
+    values: dict[str, list[str]] = {}
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if not SECRET_NAME.search(name):
+            values.setdefault(name, []).append(value)
+    return {name: "sha256:" + sha256_hex(json.dumps(found).encode())[:16] for name, found in values.items()}
+
+
 def credential_secrets(value: str, name: str) -> dict[str, str]:
     """A credential and what it holds: the value, the bare credential after `Bearer`, `Basic` or `token`, and for
     Basic the user:password it encodes and the password."""

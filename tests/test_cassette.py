@@ -344,6 +344,38 @@ class WhatChanged(TempDirTestCase):
                     {t: v for t, v in recorded.items() if t not in missed},
                 )
 
+    def test_the_agent_urls_query_is_keyed_and_fingerprinted_but_a_credential_in_it_is_neither(self) -> None:
+        agent = self.serve(canned)
+        query = "/run?model=model-xyzzy-1&api-version=2024-10-21&code=" + API_KEY
+        env = clean_env(EVAL_AGENT_URL=agent.url(query))
+        _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "recorded.json", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        agent.__exit__()
+        recorded = self.read_json("recorded.json")
+        for name in ("c.jsonl", "recorded.json"):
+            with open(os.path.join(self.tmp, name), encoding="utf-8") as f:
+                written = f.read()
+            for value in (API_KEY, "model-xyzzy-1", "2024-10-21"):
+                self.assertNotIn(value, written, "no query value is written")
+        rows = [
+            ("another model", query.replace("xyzzy-1", "xyzzy-2"), "query.model"),
+            ("another API version", query.replace("2024-10-21", "2025-04-01"), "query.api-version"),
+            ("another credential", query.replace(API_KEY, "sk-rotated-ABCDEFGHIJ"), None),
+        ]
+        for what, changed, field in rows:
+            with self.subTest(what):
+                replay_env = {**env, "EVAL_AGENT_URL": agent.url(changed)}
+                _stdout, stderr, code = run_cli(
+                    "--replay", "c.jsonl", "--out", "replayed.json", env=replay_env, cwd=self.tmp
+                )
+                replayed = self.read_json("replayed.json")
+                missed = {entry["code"] for entry in replayed["results"]} == {"replay:miss"}
+                self.assertEqual((code, missed), (1, True) if field else (0, False), stderr)
+                if field:
+                    self.assertIn(f": {field} differs from the recorded request", replayed["results"][0]["reason"])
+                same = replayed["fingerprint"] == recorded["fingerprint"]
+                self.assertEqual(same, field is None, "the fingerprint tells the runs apart as the key does")
+
 
 class MissReasons(TempDirTestCase):
     """What a miss says, against the nearest recorded request of its task."""
