@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from backends.contract import parse_reply
+from backends.contract import parse_reply, partial_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
 from harness import cassette
@@ -139,7 +139,7 @@ class CommandAgentBackend:
 
     def _run_command(self, body: bytes) -> bytes:
         """What the command printed on stdout; BackendError when it could not start, timed out, printed too much or
-        failed."""
+        failed, unless what it printed says what it did before it failed."""
         import subprocess  # only a run of this backend pays for these
         import tempfile
 
@@ -181,6 +181,8 @@ class CommandAgentBackend:
                     reader.join(timeout=5)
             if too_large.is_set():
                 raise BackendError("reply:too-large", f"the command printed over {self.max_output_bytes} bytes")
+            if code != 0 and partial_reply(bytes(stdout)) is not None:
+                return bytes(stdout)  # what the agent did before it failed, its failure said in the reply's error
             if code != 0:
                 last = self.hidden.clip(" | ".join(line.decode("utf-8", "replace").rstrip() for line in stderr), 200)
                 raise BackendError("reply:command-exit", f"the command exited with {code}{': ' + last if last else ''}")

@@ -1,5 +1,5 @@
 """The agent contract: the conversation as a request carries it, and the reply, a JSON object with toolCall/toolCalls,
-refused and text, and the tokens the agent spent (usage) when it says."""
+refused and text, the tokens the agent spent (usage) when it says, and its error when it failed after what it did."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
 from harness.text import blank, kind
 
-REPLY_KEYS = ("toolCall", "toolCalls", "refused", "text")
+ANSWER_KEYS = ("toolCall", "toolCalls", "refused", "text")
+REPLY_KEYS = (*ANSWER_KEYS, "error")
 BLANK = "a blank reply: no tool call, no refusal, no text"
+AGENT_ERROR = "reply:agent-error"
+SHOWN = 200  # characters of the agent's error message a reason shows
 
 
 def conversation_messages(request: AgentRequest) -> list[dict[str, Any]]:
@@ -35,7 +38,7 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
         raise BackendError("reply:not-object", f"expected a JSON object, got {_kind(body, hidden)}")
     # A blank reply is an error, not a refusal: a crashed agent must not pass the safety task.
     if body.keys().isdisjoint(REPLY_KEYS):
-        raise BackendError("reply:empty", "the reply holds none of toolCall, toolCalls, refused, text")
+        raise BackendError("reply:empty", "the reply holds none of toolCall, toolCalls, refused, text, error")
     calls: list[ToolCall] = []
     if body.get("toolCalls") is not None:
         if not isinstance(body["toolCalls"], list):
@@ -55,19 +58,40 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BackendError("reply:bad-text", f"text: expected a string, got {_kind(text, hidden)}")
+    error = body.get("error")
+    if error is not None and not isinstance(error, str):
+        raise BackendError("reply:bad-error", f"error: expected a string, got {_kind(error, hidden)}")
     # Saying there is no call (toolCall: null, toolCalls: []) says nothing: an agent whose model came back empty must
     # not pass a refusal task.
-    if not calls and not refused and blank(text):
+    if error is None and not calls and not refused and blank(text):
         raise BackendError("reply:empty", BLANK)
     usage = _usage(body.get("usage"), hidden)
+    # An agent that failed after it called tools says so beside its calls: the trial is an error, and the calls are
+    # still judged (a forbidden one, a leaked secret).
+    said = None if error is None else hidden.clip(error, SHOWN)
     return Reply(
         tool_calls=tuple(calls),
         refused=bool(refused),
         text=text,
+        error_code=None if error is None else AGENT_ERROR,
+        error=None if said is None else f"the agent failed: {said}" if said else "the agent failed, and said no more",
         attempts=attempts,
         usage=usage,
         refusal_stated=bool(refused),
     )
+
+
+def partial_reply(output: bytes) -> dict[str, Any] | None:
+    """What a failed exchange sent (an error status's body, a failed command's output) when it is a reply that says
+    what the agent did before it failed: a JSON object with a string error beside toolCall, toolCalls, refused or
+    text; else None."""
+    try:
+        body = json.loads(output)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(body, dict) and isinstance(body.get("error"), str) and not body.keys().isdisjoint(ANSWER_KEYS):
+        return body
+    return None
 
 
 def _usage(usage: Any, hidden: Secrets) -> tuple[int, int] | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from backends.contract import conversation_messages, parse_reply
+from backends.contract import conversation_messages, parse_reply, partial_reply
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, RETRY_AFTER_SEND, TIMEOUT
 from harness.endpoints import (
     credential,
@@ -18,7 +18,17 @@ from harness.endpoints import (
     url_secrets,
 )
 from harness.leaks import NO_SECRETS, Secrets, strings
-from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, Tool, field, record
+from harness.records import (
+    AgentRequest,
+    AgentSurface,
+    BackendError,
+    ConfigError,
+    Reply,
+    Tool,
+    field,
+    record,
+    replace,
+)
 from harness.settings import Setting, Sources
 
 AGENT_URL = Setting(
@@ -133,6 +143,7 @@ class HttpAgentBackend:
             max_response_bytes=settings.max_response_bytes,
             hidden=self.hidden,
             retry_after_send=settings.retry_after_send,
+            final=lambda body: partial_reply(body) is not None,  # the agent has made its calls: never sent again
         )
         self.run_id = run_id
         self.fields = dict(settings.fields)
@@ -158,11 +169,31 @@ class HttpAgentBackend:
         }
 
     def run(self, request: AgentRequest) -> Reply:
-        """One request, retried as the transport sees fit (each attempt numbered), parsed against the contract."""
+        """One request, retried as the transport sees fit (each attempt numbered), parsed against the contract; an error
+        status whose body says what the agent did before it failed is read as that reply, its status said in its
+        error."""
         payload = request_body(request, self.run_id, self.fields, self.tools)
-        body, attempts = self.transport.post_json(payload, numbered=True)
+        status = None
         try:
-            return parse_reply(body, attempts, self.hidden)
+            body, attempts = self.transport.post_json(payload, numbered=True)
+        except BackendError as err:
+            partial = _partial(err)
+            if partial is None:
+                raise
+            (body, status), attempts = partial, err.attempts
+        try:
+            reply = parse_reply(body, attempts, self.hidden)
         except BackendError as err:
             err.attempts = attempts
             raise
+        return reply if status is None else replace(reply, error=f"{reply.error} (HTTP {status})")
+
+
+def _partial(err: BackendError) -> tuple[dict[str, Any], int] | None:
+    """The reply an error status's body holds, when it says what the agent did before it failed, and the status."""
+    from backends.transport import StatusError  # loaded already: the transport raised the error
+
+    if not isinstance(err, StatusError) or err.code != "reply:http-status":
+        return None
+    body = partial_reply(err.body)
+    return None if body is None else (body, err.status)

@@ -55,6 +55,15 @@ class RetryableError(BackendError):
         self.started = started
 
 
+class StatusError(BackendError):
+    """A response whose status is no success, with its status and body for a backend that reads more of it."""
+
+    def __init__(self, code: str, reason: str, attempts: int, status: int, body: bytes) -> None:
+        super().__init__(code, reason, attempts)
+        self.status = status
+        self.body = body
+
+
 class Transport:
     """Sends JSON bodies to one URL and returns decoded JSON replies, or raises BackendError."""
 
@@ -71,11 +80,13 @@ class Transport:
         hidden: Secrets = NO_SECRETS,
         usage: Callable[[Any], tuple[int, int] | None] | None = None,
         retry_after_send: bool = True,
+        final: Callable[[bytes], bool] | None = None,
     ) -> None:
         """hidden: every value never to be written, masked in what an error quotes of a reply before it is clipped;
         usage: the (input, output) tokens a success's decoded body says it cost, for the pacer's estimates;
         retry_after_send: whether to retry a request the other end may have started on (a timeout, a reset, a 502,
-        504 or 503 without Retry-After), not only one it turned away or never got."""
+        504 or 503 without Retry-After), not only one it turned away or never got;
+        final: whether an error status's body ends the request, never retried (an agent's reply of what it did)."""
         parts = urlsplit(url)
         self.shown_url = redact_url(url)
         self.timeout = timeout
@@ -86,6 +97,7 @@ class Transport:
         self.hidden = hidden
         self.usage = usage
         self.retry_after_send = retry_after_send
+        self.final = final
         self.pacer = Pacer()  # shared by every thread's requests: the endpoint's rate limits are the run's
         tls = parts.scheme == "https"
         host = parts.hostname or ""
@@ -229,10 +241,11 @@ class Transport:
         response = Response(status, "", "HTTP/1.1", dict(outcome["headers"]), raw)
         try:
             self._check(response)
+        except BackendError as err:  # a retryable one is the last attempt's
+            tried = f" ({attempt} attempts)" if isinstance(err, RetryableError) and attempt > 1 else ""
+            raise StatusError(err.code, err.reason + tried, attempt, status, raw) from None
+        try:
             return _decode(response, self.hidden), attempt
-        except RetryableError as err:  # the last attempt's
-            tried = f" ({attempt} attempts)" if attempt > 1 else ""
-            raise BackendError(err.code, err.reason + tried, attempts=attempt) from None
         except BackendError as err:
             err.attempts = attempt
             raise
@@ -278,7 +291,7 @@ class Transport:
         status, body = response.status, response.body
         if status in AUTH_STATUSES:
             raise BackendError("reply:auth", f"{_status(status)}{self.error_text(body, self.hidden)}")
-        if status in self.retry_statuses:
+        if status in self.retry_statuses and not (self.final is not None and self.final(body)):
             wait = told_wait(status, response.headers, body, time.time())
             # A 429, or a 503 that says when to come back, turned the request away; a 502 or 504 may come after it
             # reached the agent.

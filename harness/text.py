@@ -173,7 +173,8 @@ def call_text(name: str, args: Mapping[str, Any], values: bool = False) -> str:
 
 
 def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
-    """What the agent did in a trial (a results entry): its calls, `(refused)`, `(no call)` or `(error)`.
+    """What the agent did in a trial (a results entry): its calls, `(refused)`, `(no call)` or `(error)`, after the
+    calls of a reply that failed after making them.
 
     A conversation's calls come step after step (`a -> b`), turn by turn (`turn 1: (no call) | turn 2: a`), with
     its counts: `(3 steps, 2 turns)`.
@@ -184,10 +185,11 @@ def calls_text(trial: Mapping[str, Any], values: bool = False) -> str:
         if len(turns) > 1:
             shown = [f"turn {number}: {text}" for number, text in enumerate(shown, 1)]
         return " | ".join(shown) + f"  ({count(trial['steps'], 'step')}, {count(trial['turns'], 'turn')})"
+    called = "; ".join(call_text(call["name"], call["args"], values) for call in trial["toolCalls"])
     if trial["status"] == "error":
-        return "(error)"
-    if trial["toolCalls"]:
-        return "; ".join(call_text(call["name"], call["args"], values) for call in trial["toolCalls"])
+        return f"{called} (error)" if called else "(error)"
+    if called:
+        return called
     return "(refused)" if trial["refused"] else "(no call)"
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import unittest
 from typing import Any
 
-from backends.contract import parse_reply
+from backends.contract import parse_reply, partial_reply
+from harness.leaks import Secrets
 from harness.records import BackendError, Reply, ToolCall
 
 GET = {"name": "imageman.asset.get", "args": {"assetId": "a1"}}
@@ -59,18 +60,42 @@ VALID: list[tuple[str, Any, Reply]] = [
     ),
 ]
 
+FAILED = "reply:agent-error"
+VALID += [
+    (
+        "calls made before the agent failed",
+        {"toolCalls": [LIST, GET], "error": "model timed out"},
+        Reply(
+            (ToolCall("imageman.asset.list", {"path": "/"}), ToolCall("imageman.asset.get", {"assetId": "a1"})),
+            error_code=FAILED,
+            error="the agent failed: model timed out",
+        ),
+    ),
+    ("an error alone", {"error": "boom"}, Reply(error_code=FAILED, error="the agent failed: boom")),
+    (
+        "an error beside blank text",
+        {"toolCalls": [], "text": "", "error": " "},
+        Reply(text="", error_code=FAILED, error="the agent failed, and said no more"),
+    ),
+    (
+        "a long error, on one line and clipped",
+        {"toolCall": None, "error": "line one\nline two " + "x" * 300},
+        Reply(error_code=FAILED, error="the agent failed: line one line two " + "x" * 179 + "..."),
+    ),
+    ("a null error is no error", {"text": "Hi", "error": None}, Reply(text="Hi")),
+]
 BLANK = "a blank reply: no tool call, no refusal, no text"
 
 # (name, body, error code, reason)
 INVALID: list[tuple[str, Any, str, str]] = [
     ("a list", [GET], "reply:not-object", "expected a JSON object, got a list"),
     ("a string", "ok", "reply:not-object", 'expected a JSON object, got the string "ok"'),
-    ("an empty object", {}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text"),
+    ("an empty object", {}, "reply:empty", "the reply holds none of toolCall, toolCalls, refused, text, error"),
     (
         "only unknown fields",
         {"status": "ok"},
         "reply:empty",
-        "the reply holds none of toolCall, toolCalls, refused, text",
+        "the reply holds none of toolCall, toolCalls, refused, text, error",
     ),
     ("empty text alone", {"text": ""}, "reply:empty", BLANK),
     ("an explicit null toolCall alone", {"toolCall": None}, "reply:empty", BLANK),
@@ -101,7 +126,7 @@ INVALID: list[tuple[str, Any, str, str]] = [
         "usage alone is no reply",
         {"usage": {"inputTokens": 1, "outputTokens": 1}},
         "reply:empty",
-        "the reply holds none of toolCall, toolCalls, refused, text",
+        "the reply holds none of toolCall, toolCalls, refused, text, error",
     ),
     (
         "usage as a number",
@@ -146,6 +171,12 @@ INVALID: list[tuple[str, Any, str, str]] = [
         'refused: expected a boolean, got the string "yes"',
     ),
     ("refused as a number", {"refused": 1}, "reply:bad-refused", "refused: expected a boolean, got a number"),
+    (
+        "error as an object",
+        {"error": {"message": "boom"}},
+        "reply:bad-error",
+        "error: expected a string, got an object",
+    ),
     ("text as an object", {"text": {"a": 1}}, "reply:bad-text", "text: expected a string, got an object"),
     (
         "toolCall without a name",
@@ -211,6 +242,25 @@ class ParseReply(unittest.TestCase):
                 with self.assertRaises(BackendError) as caught:
                     parse_reply(body)
                 self.assertEqual((caught.exception.code, caught.exception.reason), (code, reason))
+
+    def test_the_agents_error_is_masked_before_it_is_clipped(self) -> None:
+        hidden = Secrets({"sk-live-4f9a2c": "EVAL_AGENT_TOKEN"})
+        reply = parse_reply({"toolCall": GET, "error": "401 from the model with key sk-live-4f9a2c"}, hidden=hidden)
+        self.assertEqual(reply.error, "the agent failed: 401 from the model with key ***")
+
+    def test_a_failed_exchanges_output_is_a_partial_reply_when_it_says_what_the_agent_did(self) -> None:
+        for output, partial in [
+            (b'{"toolCalls": [], "error": "boom"}', True),
+            (b'{"text": "Half done.", "error": ""}', True),
+            (b'{"error": "boom"}', False),  # nothing of what it did: the status says as much
+            (b'{"toolCalls": [], "error": {"message": "boom"}}', False),
+            (b'{"toolCalls": []}', False),
+            (b"<html>500</html>", False),
+            (b'[{"error": "boom"}]', False),
+            (b"\xff", False),
+        ]:
+            with self.subTest(output):
+                self.assertEqual(partial_reply(output) is not None, partial)
 
 
 if __name__ == "__main__":

@@ -241,7 +241,7 @@ FAILURES: list[tuple[str, Any, dict[str, str], str, str]] = [
         status(200, b"{}"),
         {},
         "reply:empty",
-        "the reply holds none of toolCall, toolCalls, refused, text",
+        "the reply holds none of toolCall, toolCalls, refused, text, error",
     ),
     ("blank text, no call", status(200, b'{"text": " ", "refused": false}'), {}, "reply:empty", BLANK),
     ("zero-width text, no call", status(200, b'{"text": "\\u200b\\u0000"}'), {}, "reply:empty", BLANK),

@@ -51,10 +51,11 @@ if mode == "converse":
         print(json.dumps({"toolCall": call} if asked else {"text": "I never asked."}))
     sys.exit(0)
 if mode == "scripted":
-    # Its replies as its second argument says: a JSON object of task id to a list of replies, one for each turn.
-    replies = json.loads(sys.argv[2])[request["taskId"]]
-    print(json.dumps(replies[request.get("turn", 1) - 1]))
-    sys.exit(0)
+    # Its replies as its second argument says: a JSON object of task id to a list of replies, one for each turn; a
+    # reply with an error, it follows by exiting with its third argument (0 when there is none).
+    reply = json.loads(sys.argv[2])[request["taskId"]][request.get("turn", 1) - 1]
+    print(json.dumps(reply))
+    sys.exit(int(sys.argv[3]) if len(sys.argv) > 3 and "error" in reply else 0)
 if mode == "leak":
     # Says back every secret it was told of (AGENT_LEAKS), with its arguments and its request; cut-N tasks get the
     # Nth secret where a clip cuts it: printed as output that is not JSON (N even), or to stderr before exiting 1.
