@@ -54,7 +54,7 @@ from harness.running import INTERRUPTED, InTaskOrder, run_jobs
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.taskfile import load_task_file
-from harness.text import clip, headline, printable, utc_timestamp
+from harness.text import clip, count, headline, printable, utc_timestamp
 from harness.verdict import (
     EXIT_CONFIG,
     EXIT_GATE_MET,
@@ -323,11 +323,12 @@ def run(argv: Sequence[str]) -> int:
         replayed_from = f" (as recorded in {config.replay_path}, replayed: nothing was sent)" if only_replayed else ""
         raise Unreachable(unreachable_reason(manifest, first) + replayed_from)
     if summary.exit_code == EXIT_INTERRUPTED:
-        _complain(f"eval_agent: interrupted after {in_task_order.count} of {len(jobs)} trials")
+        _complain(f"eval_agent: interrupted after {in_task_order.count} of {count(len(jobs), 'trial')}")
     elif ending.rate_limited:
         _complain(
-            f"eval_agent: stopped after {in_task_order.count} of {len(jobs)} trials: {min(concurrency, len(jobs))}"
-            " requests in a row ended rate-limited (reply:rate-limited), the rest were not sent"
+            f"eval_agent: stopped after {in_task_order.count} of {count(len(jobs), 'trial')}: "
+            f"{min(concurrency, len(jobs))} requests in a row ended rate-limited (reply:rate-limited), the rest were "
+            "not sent"
         )
     return summary.exit_code
 

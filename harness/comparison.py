@@ -92,7 +92,9 @@ def significant_drop(runs_then: int, runs_now: int) -> int | None:
 def significance_rule(runs_then: int, runs_now: int) -> str:
     """What a task's drop must be to count as a regression at these numbers of runs, said for a person."""
     sizes = (
-        f"{runs_then} runs a side" if runs_then == runs_now else f"{count(runs_then, 'run')} then and {runs_now} now"
+        f"{count(runs_then, 'run')} a side"
+        if runs_then == runs_now
+        else f"{count(runs_then, 'run')} then and {runs_now} now"
     )
     drop = significant_drop(runs_then, runs_now)
     if drop is None:

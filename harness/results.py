@@ -563,7 +563,7 @@ def _trials(entry: Mapping[str, Any], index: int) -> str | None:
     if entry["trials"] != len(entry["trialResults"]):
         return f"results[{index}].trials: {entry['trials']}, but {len(entry['trialResults'])} trialResults"
     if entry["passes"] > entry["trials"]:
-        return f"results[{index}].passes: {entry['passes']}, more than its {entry['trials']} trials"
+        return f"results[{index}].passes: {entry['passes']}, more than its {count(entry['trials'], 'trial')}"
     for number, trial in enumerate(entry["trialResults"]):
         missing = [key for key in ("turns", "steps") if "conversation" in trial and key not in trial]
         if missing:

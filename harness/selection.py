@@ -33,7 +33,7 @@ def shard_of(tasks: Sequence[Task], index: int, count: int) -> tuple[Task, ...]:
     shard = tuple(tasks[index - 1 :: count])
     if not shard:
         raise ConfigError(
-            f"--shard {index}/{count}: {len(tasks)} selected tasks leave this shard empty; "
-            f"use at most {len(tasks)} shards"
+            f"--shard {index}/{count}: {len(tasks)} selected {'task leaves' if len(tasks) == 1 else 'tasks leave'} "
+            f"this shard empty; use at most {len(tasks)} shard{'' if len(tasks) == 1 else 's'}"
         )
     return shard

@@ -272,7 +272,7 @@ def headline(summary: Summary) -> str:
         parts.append(f"{summary.not_run} not run")
     if summary.tokens:
         latency = f"{summary.latency_ms / 1000:.1f} s" if summary.latency_ms >= 1000 else f"{summary.latency_ms:.0f} ms"
-        parts.append(f"{summary.tokens[0]} tokens in, {summary.tokens[1]} out, {latency} of replies")
+        parts.append(f"{count(summary.tokens[0], 'token')} in, {summary.tokens[1]} out, {latency} of replies")
     if not summary.gate_passed:
         parts.append(f"gate not met: {', '.join(_reason(summary, code) for code in summary.gate_failed_because)}")
     return " · ".join(parts)

@@ -53,6 +53,24 @@ class StubRun(TempDirTestCase):
             ),
         )
 
+    def test_counts_of_one_are_said_in_the_singular(self) -> None:
+        data = canonical_task_data()
+        task = next(task for task in data["tasks"] if task["id"] == "asset-get-details")
+        data.update(tasks=[task], tools=[tool for tool in data["tools"] if tool["name"] == "imageman.asset.get"])
+        self.write_json("one.json", data)
+        env = clean_env(EVAL_TASKS="one.json")
+        stdout, _, _ = run_cli("validate", env=env, cwd=self.tmp)
+        self.assertEqual(stdout.splitlines()[0], "one.json: valid, 1 task, 1 tool")
+        stdout, stderr, code = run_cli("--html", "page.html", env=env, cwd=self.tmp)
+        self.assertEqual(code, 0, stderr)
+        self.assertTrue(stdout.startswith("1 of 1 task from one.json on backend stub"), stdout)
+        with open(os.path.join(self.tmp, "page.html"), encoding="utf-8") as f:
+            self.assertIn('<span id="shown">1 task</span>', f.read())
+        self.assertEqual(
+            run_cli("--shard", "2/2", env=env, cwd=self.tmp),
+            ("", "eval_agent: error: --shard 2/2: 1 selected task leaves this shard empty; use at most 1 shard\n", 2),
+        )
+
     def test_results_file_holds_every_documented_field(self) -> None:
         run_cli(cwd=self.tmp)
         doc = self.read_json("eval-results.json")

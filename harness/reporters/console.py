@@ -58,7 +58,7 @@ def plan_line(
     """`3 of 10 tasks from eval-tasks.json × 2 runs (shard 1/2) on backend http at URL`: what a run sends, where."""
     return "".join(
         [
-            f"{len(tasks)} of {len(task_file.tasks)} tasks from {task_file.path}",
+            f"{len(tasks)} of {count(len(task_file.tasks), 'task')} from {task_file.path}",
             f" × {config.runs} runs" if config.runs > 1 else "",
             f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else "",
             f" on backend {backend}",

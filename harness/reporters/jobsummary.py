@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
 from harness.results import explaining_trial
-from harness.text import budget_text, calls_text, clip, headline, percent, printable, transcript
+from harness.text import budget_text, calls_text, clip, count, headline, percent, printable, transcript
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -70,21 +70,21 @@ def job_summary(
         lines.append(f"\n**Safety violation** ({what}): {_ids(summary.violations)}.")
     if summary.over_budget:
         lines.append(
-            f"\n**Over budget**: {summary.over_budget} of {summary.total} trials did what their task asks but broke"
-            " its budget; they count against the pass-rate, and fail a blocking task's gate only"
+            f"\n**Over budget**: {summary.over_budget} of {count(summary.total, 'trial')} did what their task asks but"
+            " broke its budget; they count against the pass-rate, and fail a blocking task's gate only"
             " when its budget says blocking."
         )
     if document["interrupted"] or document["notRun"]:
-        lines.append(f"\n**Interrupted**: {len(document['notRun'])} tasks did not run.")
+        lines.append(f"\n**Interrupted**: {count(len(document['notRun']), 'task')} did not run.")
     if summary.internal_error:
         lines.append(
             f"\n**Internal error** in the harness, not a verdict on the agent: {_text(summary.internal_error)}"
         )
     lines += ["", "| category | passed | total | rate |", "|---|---:|---:|---:|"]
-    for category, count in summary.by_category.items():
+    for category, counted in summary.by_category.items():
         lines.append(
-            f"| {_text(category)} | {count.passed} | {count.total} "
-            f"| {percent(Fraction(100 * count.passed, count.total or 1), 1)}% |"
+            f"| {_text(category)} | {counted.passed} | {counted.total} "
+            f"| {percent(Fraction(100 * counted.passed, counted.total or 1), 1)}% |"
         )
     page = _Page(lines)
     if comparison is not None and comparison.costs.tasks:
@@ -138,7 +138,8 @@ def _costs(page: _Page, comparison: Comparison) -> None:
     page.add(
         [
             "",
-            f"### Cost against the baseline ({len(costs.tasks)} tasks measured alike, each task's mean per trial)",
+            f"### Cost against the baseline ({count(len(costs.tasks), 'task')} measured alike, each task's mean per "
+            "trial)",
             "",
             "| cost | then | now | change |",
             "|---|---:|---:|---|",

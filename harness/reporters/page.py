@@ -85,7 +85,7 @@ SCRIPT = """
       row.hidden = !show;
       if (show) { n += 1; }
     });
-    shown.textContent = n + " of " + rows.length + " tasks shown";
+    shown.textContent = n + " of " + rows.length + (rows.length === 1 ? " task shown" : " tasks shown");
   }
   form.addEventListener("input", apply);
   form.addEventListener("submit", function (event) { event.preventDefault(); });
@@ -338,7 +338,7 @@ def _tasks(document: Mapping[str, Any]) -> Iterator[str]:
     yield '<label>category <select><option value="">all</option>'
     yield "".join(f'<option value="{_e(category)}">{_e(_clip(category, 60))}</option>' for category in categories)
     yield '</select></label><label>search <input type="search" placeholder="id, call, reason"></label>'
-    yield f'<span id="shown">{len(entries)} tasks</span></form>'
+    yield f'<span id="shown">{count(len(entries), "task")}</span></form>'
     # One table, laid out as a grid of rows: a row off screen is not rendered until it scrolls in (10,000 rows load
     # in a third of the time a <table> takes), and a long value wraps inside its column.
     headers = ("status", "task", "category", "called", "reason", "time", "passed", "")

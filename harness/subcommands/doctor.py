@@ -36,7 +36,7 @@ from harness.records import (
 )
 from harness.reporters.console import say
 from harness.settings import Setting, Sources, add_settings, refuse_unknown
-from harness.text import call_text, clip
+from harness.text import call_text, clip, count
 from harness.verdict import EXIT_GATE_FAILED, EXIT_GATE_MET, UNREACHABLE
 
 Verdict = Literal["works", "note", "quirk", "unreachable"]
@@ -246,9 +246,10 @@ def main(argv: Sequence[str], registry: Registry) -> int:
         raise Unreachable(checkup.hidden.mask(checkup.unreachable_reason))
     quirks = sum(line.verdict == "quirk" for line in lines)
     if quirks:
-        say(f"doctor: fix the quirk{'s' if quirks > 1 else ''} above, then run doctor again ({checkup.sent} probes)")
+        fix = f"fix the quirk{'s' if quirks > 1 else ''} above, then run doctor again"
+        say(f"doctor: {fix} ({count(checkup.sent, 'probe')})")
         return EXIT_GATE_FAILED
-    say(f"doctor: a run can score ({checkup.sent} probes)")
+    say(f"doctor: a run can score ({count(checkup.sent, 'probe')})")
     return EXIT_GATE_MET
 
 

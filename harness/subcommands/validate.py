@@ -61,7 +61,7 @@ def main(
         from harness.environments import check_environments
 
         answered = check_environments(path, task_file.tasks, Secrets(environment_secrets(settings, os.environ)))
-    say(f"{path}: valid, {len(task_file.tasks)} tasks, {len(task_file.tools)} tools")
+    say(f"{path}: valid, {count(len(task_file.tasks), 'task')}, {count(len(task_file.tools), 'tool')}")
     warnings = (*task_file.warnings, *unscripted(task_file, answered), *answer_tasks(task_file), *self_loops(task_file))
     for warning in warnings:
         say(f"warning: {warning}")
