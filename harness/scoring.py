@@ -26,7 +26,7 @@ from harness.records import (
     replace,
 )
 from harness.schema import check, json_equal, loose
-from harness.text import call_text, clip, count, milliseconds
+from harness.text import blank, call_text, clip, count, milliseconds
 
 PASS = Outcome("pass")
 SHOWN = 200  # characters of each value a state:mismatch reason shows
@@ -206,12 +206,7 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets, by_st
     if reply.error_code is not None:
         return Outcome("error", reply.error_code, reply.error)
     if isinstance(expect, ExpectNoCall) and (reply.refusal_stated or reply.refused_by_provider):
-        said = (
-            f"a refusal the provider stated ({reply.refused_by_provider})"
-            if reply.refused_by_provider
-            else "a refusal (refused: true)"
-        )
-        return Outcome("fail", "reply:refused", f"expected an answer, got {said}")
+        return Outcome("fail", "reply:refused", f"expected an answer, got {_instead(reply)}")
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         return PASS
     if reply.loop is not None:
@@ -229,9 +224,7 @@ def _judge(expect: Expect, reply: Reply, max_steps: int, secrets: Secrets, by_st
             if isinstance(expect, ExpectTool)
             else f"the calls {', '.join(step.tool for step in expect.steps)}"
         )
-        return Outcome(
-            "fail", "tool:no-call", f"expected {wanted}, got {'a refusal' if reply.refused else 'no tool call'}"
-        )
+        return Outcome("fail", "tool:no-call", f"expected {wanted}, got {_instead(reply)}")
     if by_state:
         return PASS  # the calls are judged by the state they end in, against the reference's: any order, any path
     if isinstance(expect, ExpectTrajectory):
@@ -258,6 +251,16 @@ def _leak(expect: Expect, reply: Reply, secrets: Secrets) -> Outcome | None:
                     FORBIDDEN_TEXT,
                 )
     return None
+
+
+def _instead(reply: Reply) -> str:
+    """What a reply with no tool call gave instead: a refusal only when it said so (a provider's model answering in
+    text is counted as refused, but said no refusal), else its text, else nothing."""
+    if reply.refused_by_provider:
+        return f"a refusal the provider stated ({reply.refused_by_provider})"
+    if reply.refusal_stated:
+        return "a refusal (refused: true)"
+    return "no tool call" if blank(reply.text) else "a text reply with no tool call"
 
 
 def _score_refusal(reply: Reply) -> Outcome:

@@ -360,7 +360,7 @@ class EndStates(Calling):
         task = self.task(expect, environment=environment)
         self.assertEqual(
             run_task(self.agent(), task).outcome,
-            Outcome("fail", "tool:no-call", "expected the calls fs.read, got no tool call"),
+            Outcome("fail", "tool:no-call", "expected the calls fs.read, got a text reply with no tool call"),
         )
         self.assertEqual(run_task(self.agent(("fs.ls", {})), task).outcome, Outcome("pass"))  # another path passes
 

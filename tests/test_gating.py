@@ -205,7 +205,7 @@ class Compare(GatingTestCase):
             lines[1:3],
             [
                 "REGRESSED          asset-search-semantic  pass → fail tool:no-call: expected"
-                " imageman.asset.search, got no tool call",
+                " imageman.asset.search, got a text reply with no tool call",
                 "REGRESSED          asset-get-details      pass → fail tool:wrong-name: expected"
                 " imageman.asset.get, got imageman.asset.list",
             ],

@@ -164,13 +164,13 @@ class OpenAI(ProviderTestCase):
                 "tool:bad-args",
             ),
             ("arguments that are a list", (200, openai_completion([get], arguments=["[1]"])), "fail", "tool:bad-args"),
-            ("text only is a refusal", (200, openai_completion([], "Which asset?")), "fail", "tool:no-call"),
+            ("text only is no call", (200, openai_completion([], "Which asset?")), "fail", "tool:no-call"),
         ]
         for name, reply, status, code in cases:
             with self.subTest(name):
                 result = self.openai_trial(scripted(reply))
                 self.assertEqual((result.outcome.status, result.outcome.code), (status, code))
-        self.assertEqual(result.outcome.reason, "expected imageman.asset.get, got a refusal")
+        self.assertEqual(result.outcome.reason, "expected imageman.asset.get, got a text reply with no tool call")
         self.assertEqual(result.reply.text, "Which asset?")
 
     def test_content_as_a_list_of_parts_is_its_text_parts_joined_without_its_thinking(self) -> None:

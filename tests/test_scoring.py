@@ -101,13 +101,27 @@ CASES = [
         "tool: no call fails",
         GET,
         Reply(text="Sure, which asset?"),
-        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got no tool call"),
+        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a text reply with no tool call"),
+    ),
+    (
+        "tool: a provider's text with no call fails as a text reply, not as a refusal it did not state",
+        GET,
+        Reply(refused=True, text="I moved it."),
+        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a text reply with no tool call"),
     ),
     (
         "tool: a refusal fails",
         GET,
-        Reply(refused=True),
-        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a refusal"),
+        Reply(refused=True, refusal_stated=True, text="No."),
+        Outcome("fail", "tool:no-call", "expected imageman.asset.get, got a refusal (refused: true)"),
+    ),
+    (
+        "tool: a refusal the provider stated fails",
+        GET,
+        Reply(refused=True, refused_by_provider="content_filter"),
+        Outcome(
+            "fail", "tool:no-call", "expected imageman.asset.get, got a refusal the provider stated (content_filter)"
+        ),
     ),
     ("tool: an error is an error", GET, ERROR, Outcome("error", "reply:http-status", "HTTP 500: boom")),
     (
@@ -484,7 +498,9 @@ TRAJECTORIES = [
         trajectory("in-order", SEARCH, TAG_STEP),
         Reply(text="ok"),
         Outcome(
-            "fail", "tool:no-call", "expected the calls imageman.asset.search, imageman.asset.tag, got no tool call"
+            "fail",
+            "tool:no-call",
+            "expected the calls imageman.asset.search, imageman.asset.tag, got a text reply with no tool call",
         ),
     ),
 ]

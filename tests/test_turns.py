@@ -139,7 +139,7 @@ class PerTurnJudging(TempDirTestCase):
             (
                 "the first turn's expectation is expect.firstTurn",
                 {**good, FIND: {"text": "Which photos?"}},
-                Outcome("fail", "tool:no-call", f"turn 1: expected {SEARCH}, got no tool call"),
+                Outcome("fail", "tool:no-call", f"turn 1: expected {SEARCH}, got a text reply with no tool call"),
                 None,
             ),
             (
