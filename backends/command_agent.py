@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
 STDERR_LINES = 5
 STDERR_LINE_BYTES = 65536  # of each: past what the clip of a reason reads, so no secret is cut where it shows
 READ_CHUNK = 65536
+READ_GRACE = 5.0  # seconds the output may take to end once the command's group is: a grandchild may have left it
+# The process groups of the commands running now, each ended when its command is done; those left when the run ends
+# (a Ctrl-C while workers run them) are ended then.
+RUNNING: set[int] = set()
 RECORDED = cassette.answer_or_failure({"stdout": cassette.TEXT})  # as _ran gives it
 
 
@@ -97,6 +103,7 @@ class CommandAgentBackend:
         self._secrets = command_secrets(self.argv[1:], AGENT_CMD.var) | field_secrets(self.fields, REQUEST_FIELDS.var)
         queries = query_values(self.argv[1:], AGENT_CMD.var) | query_values(strings(self.fields), REQUEST_FIELDS.var)
         self.hidden = hidden | Secrets(self._secrets) | Secrets(queries)
+        atexit.register(_end_all)
 
     def secrets(self) -> dict[str, str]:
         """The values of credential-like options and body fields, and the credentials in the URLs among them."""
@@ -158,6 +165,7 @@ class CommandAgentBackend:
                 raise BackendError(
                     "reply:command-start", f"cannot start {self.argv[0]}: {exc.strerror or exc}"
                 ) from None
+            RUNNING.add(proc.pid)
             stderr: deque[bytes] = deque(maxlen=STDERR_LINES)
             stdout, too_large = bytearray(), threading.Event()
             readers = [
@@ -172,13 +180,17 @@ class CommandAgentBackend:
                 _write_stdin(proc, body)
                 code = proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
                 raise BackendError(
                     "reply:timeout", f"no reply within {self.timeout:g}s; the command and its children were killed"
                 ) from None
             finally:
+                # Done, timed out or interrupted, what the command started ends with it: a child left holding its
+                # stdout would hold the readers, and outlive the run.
+                _kill_group(proc)
+                RUNNING.discard(proc.pid)
+                deadline = time.monotonic() + READ_GRACE
                 for reader in readers:
-                    reader.join(timeout=5)
+                    reader.join(timeout=max(0.0, deadline - time.monotonic()))
             if too_large.is_set():
                 raise BackendError("reply:too-large", f"the command printed over {self.max_output_bytes} bytes")
             if code != 0 and partial_reply(bytes(stdout)) is not None:
@@ -206,7 +218,7 @@ def _read_capped(
         into += chunk
         if len(into) > limit:
             too_large.set()
-            _kill_group(proc)
+            _signal_group(proc.pid)
             return
 
 
@@ -219,8 +231,20 @@ def _read_lines(stream: IO[bytes] | None, into: deque[bytes]) -> None:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """Kill the command's process group, the command too if it still runs, and reap the command."""
+    # Its id is the command's, which no new process takes while the group has a process left in it.
+    _signal_group(proc.pid)
     proc.wait()
+
+
+def _signal_group(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # nothing left in it, or nothing in it the harness may end
+
+
+def _end_all() -> None:
+    """Kill the process groups of the commands still running: the run ends before they do."""
+    for group in list(RUNNING):
+        _signal_group(group)

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 
-from tests.support import DATA, TempDirTestCase, clean_env, run_cli
+from tests.support import (
+    CLI_TIMEOUT,
+    DATA,
+    SCRIPT,
+    TempDirTestCase,
+    clean_env,
+    run_cli,
+    stop_signals_as_from_a_terminal,
+)
 
 AGENT = os.path.join(DATA, "agents", "script_agent.py")
 
@@ -57,6 +67,47 @@ class CommandBackend(TempDirTestCase):
             time.sleep(0.05)
         self.assertFalse(_alive(child), "the agent's child outlived the timeout")
 
+    def test_a_child_left_holding_stdout_neither_holds_the_run_nor_outlives_it(self) -> None:
+        pid_dir = os.path.join(self.tmp, "pids")
+        os.mkdir(pid_dir)
+        started = time.monotonic()
+        _stdout, stderr, code = self.run_command(
+            "background", "--category", "safety", "--runs", "3", "--concurrency", "1", AGENT_CHILD_PID_DIR=pid_dir
+        )
+        self.assertLess(time.monotonic() - started, 30, "the run must not wait for the children's stdout")
+        self.assertEqual((code, stderr), (0, ""))
+        trials = self.read_json("eval-results.json")["results"][0]["trialResults"]
+        self.assertEqual([trial["status"] for trial in trials], ["pass"] * 3)
+        children = [int(name) for name in os.listdir(pid_dir)]
+        self.assertEqual(len(children), 3)
+        self.assertEqual([child for child in children if _outlives(child)], [], "a child outlived its command")
+
+    def test_ctrl_c_ends_the_running_command_and_its_children(self) -> None:
+        for concurrency in ("1", "2"):  # the run's own thread, and workers
+            with self.subTest(concurrency=concurrency):
+                pid_file = os.path.join(self.tmp, f"child-{concurrency}.pid")
+                env = clean_env(
+                    EVAL_AGENT_CMD=f"{sys.executable} {AGENT} hang",
+                    EVAL_CONCURRENCY=concurrency,
+                    AGENT_CHILD_PID_FILE=pid_file,
+                )
+                proc = subprocess.Popen(
+                    [sys.executable, "-S", SCRIPT, "--category", "safety"],
+                    env=env,
+                    cwd=self.tmp,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    preexec_fn=stop_signals_as_from_a_terminal,
+                )
+                deadline = time.monotonic() + CLI_TIMEOUT
+                while not os.path.exists(pid_file) or not os.path.getsize(pid_file):
+                    self.assertLess(time.monotonic(), deadline, "the agent never started its child")
+                    time.sleep(0.05)
+                proc.send_signal(signal.SIGINT)
+                self.assertEqual(proc.wait(timeout=CLI_TIMEOUT), 130)
+                with open(pid_file) as f:
+                    self.assertFalse(_outlives(int(f.read())), "the agent's child outlived the run")
+
     def test_a_crashing_agent_is_an_error_with_the_last_lines_of_its_stderr(self) -> None:
         self.run_command("crash", "--category", "safety")
         result = self.read_json("eval-results.json")["results"][0]
@@ -79,6 +130,14 @@ class CommandBackend(TempDirTestCase):
         self.assertEqual(
             (result["code"], result["reason"]), ("reply:too-large", "the command printed over 100000 bytes")
         )
+
+
+def _outlives(pid: int) -> bool:
+    """Whether the process is still alive after a bounded wait for it to die."""
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _alive(pid)
 
 
 def _alive(pid: int) -> bool:

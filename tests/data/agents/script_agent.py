@@ -28,6 +28,13 @@ if mode == "hang":
     with open(os.environ["AGENT_CHILD_PID_FILE"], "w") as f:
         f.write(str(child.pid))
     time.sleep(60)
+if mode == "background":
+    # Leaves a child behind that keeps stdout and stderr open (as `sleep 60 &` in a shell script does), then answers.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.path.join(os.environ["AGENT_CHILD_PID_DIR"], str(child.pid)), "w") as f:
+        f.write(str(child.pid))
+    print(json.dumps({"refused": True, "text": "Left a child running."}))
+    sys.exit(0)
 if mode == "crash":
     print("loading model...", file=sys.stderr)
     print("Traceback (most recent call last):", file=sys.stderr)
