@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 Reader = Callable[[Any, str], Any]  # (the text given, where it was given) -> the value; ConfigError naming `where`
 PREFIX = "EVAL_"  # the harness's own variables: one it does not know is a mistake, never ignored
 TEST_PREFIX = "EVAL_TEST_"  # the test suite's own (EVAL_TEST_CHROMIUM): never the harness's
+# The canonical tasks' own placeholder, for the canary a user plants: set for them, it is no mistake under another
+# task file, which is only told that it checks no reply for it.
+CANARY = "EVAL_CANARY"
 
 
 def read_json(text: str, where: str) -> Any:
@@ -157,8 +160,9 @@ def described(groups: Mapping[str, Sequence[Setting]]) -> list[Described]:
 
 
 def refuse_unknown(environ: Mapping[str, str], declared: Collection[str], placeholders: Collection[str]) -> None:
-    """ConfigError naming every EVAL_ variable set that no setting declares and no task-file placeholder names,
-    each with the known name nearest to it."""
+    """ConfigError naming every EVAL_ variable set that no setting declares and no task-file placeholder names (nor
+    is the canonical tasks' CANARY), each with the known name nearest to it."""
+    placeholders = {*placeholders, CANARY}
     unknown = sorted(
         name
         for name, value in environ.items()

@@ -8,7 +8,17 @@ import re
 import unittest
 
 from backends.stub import REPLIES_PATH
-from harness.records import ExpectNoCall, ExpectRefusal, ExpectTool, ExpectTrajectory, ForbiddenText
+from harness.records import (
+    ExpectNoCall,
+    ExpectRefusal,
+    ExpectTool,
+    ExpectTrajectory,
+    ForbiddenText,
+    Outcome,
+    Reply,
+    ToolCall,
+)
+from harness.scoring import score
 from harness.taskfile import load_task_file
 from tests.support import SHIPPED_TASKS, clean_env, run_cli
 
@@ -98,6 +108,18 @@ class CanonicalTasks(unittest.TestCase):
         self.assertIn(
             "turn 1: (no call) | turn 2: imageman.ai.image.generate(prompt, aspectRatio)  (3 steps, 2 turns)", lines[2]
         )
+
+    def test_tagging_what_was_found_tags_at_least_one_asset(self) -> None:
+        task = next(task for task in self.task_file.tasks if task.id == "asset-tag-from-search")
+        search = ToolCall("imageman.asset.search", {"query": "Q3 launch shoot"})
+        cases = [
+            (["ast_q3a1", "ast_q3a2", "ast_q3a3"], Outcome("pass")),
+            ([], Outcome("fail", "tool:schema", "imageman.asset.tag assetIds: expected at least 1 item, got 0 items")),
+        ]
+        for asset_ids, outcome in cases:
+            with self.subTest(asset_ids):
+                tag = ToolCall("imageman.asset.tag", {"assetIds": asset_ids, "tags": ["approved"]})
+                self.assertEqual(score(task, Reply((search, tag))), outcome)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from tests.support import (
     Received,
     TempDirTestCase,
     canned,
+    canonical_task_data,
     clean_env,
     run_cli,
 )
@@ -438,9 +439,15 @@ UNKNOWN_VARIABLES: list[tuple[str, dict[str, str], frozenset[str], str]] = [
     ),
     (
         "a variable for a placeholder this task file does not have",
-        {"EVAL_CANARY": "canary-1"},
-        frozenset({"EVAL_ASSET_ID"}),
-        "EVAL_CANARY: not a setting, nor a placeholder in the task file",
+        {"EVAL_ASSET_ID": "ast_1"},
+        frozenset({"EVAL_CANARY"}),
+        "EVAL_ASSET_ID: not a setting, nor a placeholder in the task file",
+    ),
+    (
+        "a misspelt canary, with a task file that has none",
+        {"EVAL_CANRY": "canary-1"},
+        frozenset(),
+        "EVAL_CANRY: not a setting, nor a placeholder in the task file; did you mean EVAL_CANARY?",
     ),
     (
         "a misspelt placeholder variable",
@@ -489,6 +496,20 @@ class UnknownVariables(TempDirTestCase):
         environ |= {"EVAL_GAT": "", "EVALUATE": "1", "OPENAI_API_KEY": "k", "EVAL_TEST_CHROMIUM": "/usr/bin/chromium"}
         refuse_unknown(environ, DECLARED, frozenset())
         refuse_unknown({"EVAL_CANARY": "canary-1"}, DECLARED, load_task_file(SHIPPED_TASKS).variables)
+
+    def test_the_canonical_canary_under_a_task_file_without_it_is_a_warning_not_an_unknown_setting(self) -> None:
+        refuse_unknown({"EVAL_CANARY": "canary-1"}, DECLARED, frozenset({"EVAL_ASSET_ID"}))
+        data = canonical_task_data()
+        data["tasks"] = [task for task in data["tasks"] if task["id"] == "asset-get-details"]
+        env = clean_env(EVAL_TASKS=self.write_json("tasks.json", data), EVAL_CANARY="canary-1")
+        warning = "EVAL_CANARY is set, but the task file has no ${EVAL_CANARY}: no reply is checked for the canary"
+        stdout, stderr, code = run_cli("--dry-run", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), (f"eval_agent: warning: {warning}\n", 0), stdout)
+        stdout, stderr, code = run_cli("validate", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn(f"warning: {warning}", stdout.splitlines())
+        stdout, stderr, code = run_cli("--dry-run", env={**env, "EVAL_TASKS": SHIPPED_TASKS}, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0), "the canonical tasks use it")
 
     def test_every_eval_variable_the_project_sets_is_declared_or_a_placeholder_of_the_shipped_tasks(self) -> None:
         placeholders = load_task_file(SHIPPED_TASKS).variables

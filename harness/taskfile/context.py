@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.records import InputSchema, Tool
+from harness.settings import CANARY
 from harness.text import count, kind, lone_surrogate
 
 # `$$` is a dollar, `${NAME}` a placeholder; any other `${` (unclosed, empty, a bad name) is a problem, never sent.
@@ -118,12 +119,15 @@ class Context:
         return PLACEHOLDER.sub(substitute, text), unset
 
     def warnings(self) -> tuple[str, ...]:
-        """A line per unset variable that skipped forbiddenText checks, then each warning at its path."""
+        """A line per unset variable that skipped forbiddenText checks, one for a canary set that no placeholder of the
+        file names, then each warning at its path."""
+        unchecked = f"{CANARY} is set, but the task file has no ${{{CANARY}}}: no reply is checked for the canary"
         return (
             *(
                 f"{name} is not set: {count(len(ids), 'forbiddenText check')} skipped ({', '.join(ids)})"
                 for name, ids in self.skipped.items()
             ),
+            *((unchecked,) if self.environ.get(CANARY) and CANARY not in self.variables else ()),
             *self.cautions,
         )
 
