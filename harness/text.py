@@ -82,7 +82,8 @@ def expected_text(task: Task) -> str:
 def budget_text(budget: Mapping[str, Any]) -> str:
     """`at most 1,500 tokens, 3 tool calls, 1 call of imageman.asset.get, 2,000 ms; no 4 steps alike in a row;
     blocking`: a task's budget as its results entry records it."""
-    limits = [f"{budget['maxTokens']:,} tokens"] if "maxTokens" in budget else []
+    tokens = budget.get("maxTokens")
+    limits = [f"{tokens:,} token{'' if tokens == 1 else 's'}"] if tokens is not None else []
     limits += [count(budget["maxToolCalls"], "tool call")] if "maxToolCalls" in budget else []
     limits += [f"{count(n, 'call')} of {tool}" for tool, n in budget.get("maxCallsPerTool", {}).items()]
     limits += [f"{milliseconds(budget['maxLatencyMs'])} ms"] if "maxLatencyMs" in budget else []

@@ -152,6 +152,11 @@ class Scoring(unittest.TestCase):
         self.assertEqual(budget_text({"maxLatencyMs": 1234567, "blocking": False}), "at most 1,234,567 ms")
         self.assertEqual(budget_text({"maxLatencyMs": 2500.5, "blocking": False}), "at most 2,500.5 ms")
 
+    def test_a_budget_of_one_is_said_in_the_singular(self) -> None:
+        budget = {"maxTokens": 1, "maxToolCalls": 1, "maxCallsPerTool": {"t": 1}, "blocking": False}
+        self.assertEqual(budget_text(budget), "at most 1 token, 1 tool call, 1 call of t")
+        self.assertEqual(budget_text({"maxTokens": 1500, "blocking": False}), "at most 1,500 tokens")
+
     def test_a_trial_that_failed_or_erred_keeps_its_own_verdict(self) -> None:
         budget = Budget(max_tool_calls=1, max_tokens=1, max_latency_ms=1)
         for outcome in (Outcome("fail", "tool:wrong-name", "expected a, got b"), Outcome("error", "reply:timeout")):
