@@ -39,10 +39,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from backends import BACKEND, BACKENDS, choose
-from harness import cassette
-from harness.cassette import open_tape
+from harness import exchanges
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
-from harness.costs import require_tokens, task_cost
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
@@ -178,7 +176,11 @@ def run(argv: Sequence[str]) -> int:
             for text in expected.forbidden_text
         }
     )
-    tape = open_tape(config, backend_name, [task.id for task in task_file.tasks], forbidden)  # the file's order
+    tape = None
+    if config.record_path is not None or config.replay_path is not None:
+        from harness.cassette import open_tape
+
+        tape = open_tape(config, backend_name, [task.id for task in task_file.tasks], forbidden)  # the file's order
     replayed = Secrets(tape.secrets() if tape else {})  # where a recorded reply held a secret: leaked on replay too
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden | replayed)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
@@ -194,8 +196,11 @@ def run(argv: Sequence[str]) -> int:
     if baseline is not None and partial(baseline):
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
     compared_with = baseline_record(config.baseline_path, baseline) if config.baseline_path and baseline else None
-    if baseline is not None and "tokens" in config.growth_limits:
-        require_tokens(config.baseline_path or "", baseline, f"{MAX_TOKEN_GROWTH.flag} ({MAX_TOKEN_GROWTH.var})")
+    if baseline is not None:
+        from harness.costs import require_tokens, task_cost  # what a comparison weighs: a run without one, nothing
+
+        if "tokens" in config.growth_limits:
+            require_tokens(config.baseline_path or "", baseline, f"{MAX_TOKEN_GROWTH.flag} ({MAX_TOKEN_GROWTH.var})")
 
     settings = backend.describe()
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
@@ -256,11 +261,11 @@ def run(argv: Sequence[str]) -> int:
         in_task_order.add(result)
 
     tool_names = frozenset(tool.name for tool in task_file.tools)
-    cassette.install(tape)
+    exchanges.install(tape)
     try:
         ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
     finally:
-        cassette.install(None)
+        exchanges.install(None)
     stop = ending.cut
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):

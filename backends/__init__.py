@@ -7,11 +7,11 @@ BACKENDS. Keep the module's imports light: every run
 imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this
 process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
 
-Every exchange goes through the run's cassette (harness/cassette.py), which the run installs once before the first
-request: `cassette.exchange(request, send, hidden)`, where `request` is what the backend built for the wire and `send`
-makes the real exchange and returns what it gave as JSON. A backend that posts through backends/transport.py's
-Transport gets it for free; one with wire code of its own (command, stub) calls it itself, and reads the reply from what
-it returns, so that a replay parses it again.
+Every exchange goes through one seam (harness/exchanges.py), where a run that records or replays installs its cassette
+once before the first request: `exchanges.exchange(request, send, hidden)`, where `request` is what the backend built
+for the wire and `send` makes the real exchange and returns what it gave as JSON. A backend that posts through
+backends/transport.py's Transport gets it for free; one with wire code of its own (command, stub) calls it itself, and
+reads the reply from what it returns, so that a replay parses it again.
 
 A backend whose settings are all another's (openai-responses reads openai's) sets NAMED_ONLY = True: it is used only
 when EVAL_BACKEND names it.

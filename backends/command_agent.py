@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backends.contract import parse_reply, partial_reply
 from backends.http_agent import request_body
 from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
-from harness import cassette
+from harness import exchanges
 from harness.endpoints import command_secrets, field_secrets, query_values, shown_args, shown_fields
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
@@ -32,7 +32,7 @@ READ_GRACE = 5.0  # seconds the output may take to end once the command's group 
 # The process groups of the commands running now, each ended when its command is done; those left when the run ends
 # (a Ctrl-C while workers run them) are ended then.
 RUNNING: set[int] = set()
-RECORDED = cassette.answer_or_failure({"stdout": cassette.TEXT})  # as _ran gives it
+RECORDED = exchanges.answer_or_failure({"stdout": exchanges.TEXT})  # as _ran gives it
 
 
 def command_line(text: str, where: str) -> tuple[str, ...]:
@@ -121,7 +121,7 @@ class CommandAgentBackend:
     def run(self, request: AgentRequest) -> Reply:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
         payload = request_body(request, self.run_id, self.fields, self.tools)
-        outcome = cassette.exchange(
+        outcome = exchanges.exchange(
             {"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden, shape=RECORDED
         )
         if "error" in outcome:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from harness import cassette
+from harness import exchanges
 from harness.records import BackendError, Pacing, record
 
 RETRY_AFTER_CAP = 60.0  # seconds: the longest wait one hint buys
@@ -278,7 +278,7 @@ class Pacer:
             self._waiting -= 1
             waited = time.monotonic() - started
             self._waited += waited
-            cassette.held(waited)
+            exchanges.held(waited)
 
     def _wait(self, now: float, cost: tuple[int, int]) -> float:
         """Seconds until this attempt may go (a slot's wait is a notify's: a second at most), or 0 now."""

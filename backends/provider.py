@@ -13,6 +13,7 @@ from typing import Any
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.tokens import token_count
 from backends.toolnames import ToolNames
+from harness import exchanges
 from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
@@ -229,11 +230,10 @@ class ProviderBackend:
                 finally:
                     self._first_done.set()
             from backends.pacing import PROBE_WAIT
-            from harness import cassette
 
             started = time.monotonic()
             self._first_done.wait(PROBE_WAIT)
-            cassette.held(time.monotonic() - started)
+            exchanges.held(time.monotonic() - started)
         if self._rejected is not None:
             raise BackendError(KEY_REJECTED, self._rejected, attempts=0)  # not sent: the key was already refused
         return self._post(payload)

@@ -8,13 +8,13 @@ from typing import Any
 
 from backends.contract import parse_reply
 from backends.http_agent import request_body
-from harness import cassette
+from harness import exchanges
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply
 from harness.settings import Sources
 
 REPLIES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stub_replies.json")
-RECORDED = cassette.answer_or_failure({"reply": ("a JSON value", lambda value: True)})  # as _canned gives it
+RECORDED = exchanges.answer_or_failure({"reply": ("a JSON value", lambda value: True)})  # as _canned gives it
 
 
 class StubBackend:
@@ -64,7 +64,7 @@ class StubBackend:
         self.requests.append(request)
         # Recorded and replayed as the body an http agent would be sent, and the canned reply as the agent's.
         wire = {"body": request_body(request, self.run_id, {}, self.tools)}
-        outcome = cassette.exchange(wire, lambda: self._canned(request), self.hidden, timed=False, shape=RECORDED)
+        outcome = exchanges.exchange(wire, lambda: self._canned(request), self.hidden, timed=False, shape=RECORDED)
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"])
         return parse_reply(outcome["reply"], hidden=self.hidden)

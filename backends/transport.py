@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from backends.http_wire import Connection, PeerClosed, ProtocolError, Response, TooLarge, TunnelRefused
 from backends.pacing import RATE_LIMIT_WAIT, Pacer, told_wait
-from harness import __version__, cassette
+from harness import __version__, exchanges
 from harness.endpoints import basic_credentials, keyed_query, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
@@ -31,11 +31,11 @@ UNKEYED_HEADERS = frozenset({"host", "user-agent", "content-length", "authorizat
 # What a replayed outcome must hold, as _sent records it.
 ATTEMPTS = ("a whole number from 1", lambda value: type(value) is int and value >= 1)
 # A failure may have taken none: a request the rate limits would hold past their bound ends unsent (reply:rate-limited).
-FAILED: cassette.Fields = {
-    **cassette.FAILURE,
+FAILED: exchanges.Fields = {
+    **exchanges.FAILURE,
     "attempts": ("a whole number from 0", lambda value: type(value) is int and value >= 0),
 }
-RESPONDED: cassette.Fields = {
+RESPONDED: exchanges.Fields = {
     "status": ("an HTTP status", lambda value: type(value) is int and 100 <= value <= 599),
     "headers": (
         "an object of strings",
@@ -161,12 +161,12 @@ class Transport:
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._request(body)
         wire = {**self._wire, "body": payload}
-        place = cassette.placed()
+        place = exchanges.placed()
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))
         again = (lambda attempt: self._request(json_bytes({**payload, "attempt": attempt}))) if numbered else None
         return self._outcome(
-            cassette.exchange(
+            exchanges.exchange(
                 wire, lambda: self._sent(request, cost, task, len(body), again), self.hidden, shape=_recorded
             )
         )
@@ -303,11 +303,11 @@ class Transport:
         return response
 
 
-def _recorded(outcome: Mapping[str, Any]) -> cassette.Fields:
+def _recorded(outcome: Mapping[str, Any]) -> exchanges.Fields:
     """The fields an outcome as _sent gives it has: a failure's, or a response's with its body or its text."""
     if "error" in outcome:
         return FAILED
-    return {**RESPONDED, **({} if "body" in outcome else {"text": cassette.TEXT})}
+    return {**RESPONDED, **({} if "body" in outcome else {"text": exchanges.TEXT})}
 
 
 def _response_json(response: Response, attempts: int) -> dict[str, Any]:

@@ -1,9 +1,8 @@
 """Cassettes: every exchange of a run with its agent or provider, recorded to a file and replayed with no network.
 
-One seam, `exchange(request, send, hidden)`, that the backends' wire code calls (backends/transport.py for every
-HTTP backend, the command and the stub backends for theirs): `request` is what the backend built for the wire, `send`
-makes the real exchange and returns what it gave as JSON. A run installs its tape once (install); with none installed,
-exchange just sends. The conversation says where each exchange happens (at): the task, the trial, the turn, the step.
+A run that records or replays installs its tape at the seam every exchange goes through (harness/exchanges.py); the
+tape keys each request, finds its recorded reply at the place the conversation said, records what was sent, and reads
+and writes the cassette's file (JSON Lines). Only such a run imports this module.
 """
 
 from __future__ import annotations
@@ -13,13 +12,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed
 from harness.files import read_input
 from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
-from harness.records import BackendError, ConfigError, record
+from harness.records import BackendError, ConfigError
 from harness.text import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
@@ -43,83 +42,6 @@ MISS = "replay:miss"
 # the agent's reply, which --record-missing sends again and a plain replay replays as recorded.
 UNANSWERED = frozenset({"reply:connect", "reply:timeout", "reply:reset", "reply:rate-limited"})
 BAD_REPLY = "replay:bad-reply"
-# A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
-Fields = Mapping[str, tuple[str, Callable[[Any], bool]]]
-TEXT = ("a string", lambda value: isinstance(value, str))
-# A failure with no reply, as the command and the stub backends record it.
-FAILURE: Fields = {"error": TEXT, "reason": TEXT}
-# Which fields a recorded reply (an object) must have, by what it holds.
-Shape = Callable[[Mapping[str, Any]], Fields]
-
-
-def answer_or_failure(answer: Fields, failure: Fields = FAILURE) -> Shape:
-    """The shape of a reply that is a failure's when it holds "error", else an answer's."""
-    return lambda reply: failure if "error" in reply else answer
-
-
-ANY_ANSWER = answer_or_failure({})
-
-
-@record
-class Place:
-    """Where an exchange happens: the task, its trial (from 1), the user turn and the step in it (from 1)."""
-
-    task: str
-    trial: int
-    turn: int
-    step: int
-
-
-_PLACE: ContextVar[Place | None] = ContextVar("place", default=None)
-_TAPE: Tape | None = None
-_HELD = threading.local()  # seconds this thread's requests were held before they were sent, so far
-
-
-def at(place: Place) -> None:
-    """Say where the next exchange of this thread happens."""
-    _PLACE.set(place)
-
-
-def placed() -> Place | None:
-    """Where this thread's next exchange happens, when the conversation said."""
-    return _PLACE.get()
-
-
-def held(seconds: float) -> None:
-    """This thread's request waited `seconds` before it was sent (the rate limits' hold, the run's first request):
-    the harness's time, not the agent's, so neither its latency nor its trial's duration counts it."""
-    _HELD.seconds = held_so_far() + seconds
-
-
-def held_so_far() -> float:
-    """Seconds this thread's requests were held before they were sent, so far."""
-    return getattr(_HELD, "seconds", 0.0)
-
-
-def install(tape: Tape | None) -> None:
-    """Make the tape the run's: every exchange from now goes through it."""
-    global _TAPE
-    _TAPE = tape
-
-
-def installed() -> Tape | None:
-    """The run's tape, when it records or replays."""
-    return _TAPE
-
-
-def exchange(
-    request: Mapping[str, Any],
-    send: Callable[[], Any],
-    hidden: Secrets = NO_SECRETS,
-    timed: bool = True,
-    shape: Shape = ANY_ANSWER,
-) -> Any:
-    """What `send` gives for this request: from the run's tape when it holds it, else sent (and recorded when the tape
-    records). request: {"path", "headers", "body"}, as much of it as the backend has; timed: whether its latency counts
-    (not for an agent answering inside this process); shape: the fields of what `send` gives, which a replayed reply
-    must have."""
-    tape = _TAPE
-    return send() if tape is None else tape.exchange(request, send, hidden, timed, shape)
 
 
 class Tape:
@@ -185,7 +107,7 @@ class Tape:
         shape: Shape = ANY_ANSWER,
     ) -> Any:
         """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
-        place = _PLACE.get() or Place("", 1, 1, 1)
+        place = placed() or Place("", 1, 1, 1)
         shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
         key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
         if self.replaying:
@@ -428,10 +350,9 @@ def _check_head(path: str, head: Mapping[str, Any], backend: str) -> None:
         raise ConfigError(f"{path}: recorded on the {head.get('backend')} backend; this run uses the {backend} backend")
 
 
-def open_tape(config: Config, backend: str, task_ids: Sequence[str], restore: Secrets) -> Tape | None:
-    """The run's tape, when its settings ask it to record or replay; the cassette replayed is read and checked now."""
-    if config.record_path is None and config.replay_path is None:
-        return None
+def open_tape(config: Config, backend: str, task_ids: Sequence[str], restore: Secrets) -> Tape:
+    """The run's tape, for a run whose settings ask it to record or replay; the cassette replayed is read and checked
+    now."""
     return Tape(
         backend,
         task_ids,

@@ -7,10 +7,9 @@ import os
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.cassette import Place, at
-from harness.environments import CODE, World, WorldError
+from harness.exchanges import Place, at
 from harness.records import (
     NO_BUDGET,
     AgentRequest,
@@ -25,11 +24,14 @@ from harness.records import (
     ToolResult,
     ToolScript,
     Turn,
+    WorldError,
     replace,
 )
 from harness.scoring import call_problem, repeated_steps
-from harness.text import provider_name
-from harness.textcalls import checked
+from harness.text import CALL_SIGN, provider_name
+
+if TYPE_CHECKING:
+    from harness.environments import World
 
 UNSCRIPTED = "no result scripted for {name}"
 
@@ -127,7 +129,7 @@ def converse(
                 reply = backend.run(agent_request(task, conversation_id, turns, steps, trial_id, trial))
             except BackendError as err:
                 reply = Reply.failed(err)
-            reply = read_names(checked(reply, tools), tools)
+            reply = read_names(_checked(reply, tools), tools)
             if reply.error_code is not None or not plays or not reply.tool_calls:
                 steps.append(Step(reply))
                 break
@@ -137,7 +139,7 @@ def converse(
             try:
                 steps.append(Step(reply, player.play(reply.tool_calls)))
             except WorldError as err:
-                steps.append(Step(replace(reply, error_code=CODE, error=str(err))))
+                steps.append(Step(replace(reply, error_code=err.code, error=str(err))))
                 break
             loop = repeated_steps(steps, repeats, index + 1) if repeats is not None else None
             if loop is not None:  # asking again would get the same again: stopped here, not when maxSteps runs out
@@ -147,7 +149,7 @@ def converse(
             try:
                 ends[index] = EndState(world.state())
             except WorldError as err:
-                steps[-1] = replace(steps[-1], reply=replace(steps[-1].reply, error_code=CODE, error=str(err)))
+                steps[-1] = replace(steps[-1], reply=replace(steps[-1].reply, error_code=err.code, error=str(err)))
         turns.append(Turn(user, tuple(steps)))
         last = steps[-1].reply
         if last.error_code is not None or last.looping or last.loop is not None:
@@ -176,6 +178,15 @@ def read_names(reply: Reply, tools: Collection[str]) -> Reply:
 def _provider_names(tools: frozenset[str]) -> dict[str, str]:
     """Each tool by its name as providers take it: one tool per name, as the loader refuses two."""
     return {provider_name(tool): tool for tool in tools}
+
+
+def _checked(reply: Reply, tools: Collection[str]) -> Reply:
+    """The reply; or, when its text writes a tool call instead of making one, the error reply:tool-call-in-text."""
+    if not reply.text or CALL_SIGN.search(reply.text) is None:
+        return reply
+    from harness.textcalls import checked  # a text with no sign of a call (most of them) is not read for one
+
+    return checked(reply, tools)
 
 
 def whole_reply(turns: Sequence[Turn]) -> Reply:

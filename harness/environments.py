@@ -21,11 +21,10 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult
+from harness.records import ConfigError, EndState, Environment, Task, ToolCall, ToolResult, WorldError
 from harness.scoring import state_problem
 from harness.text import JSON_DEPTH, call_text, canonical_json, clip, nested_deeper, sha256_hex
 
-CODE = "tool:environment"
 MAX_OUTPUT = 1024 * 1024  # bytes the user's code may print over a trial
 MAX_ANSWER = 16 * 1024 * 1024  # bytes of one answer: a result or a state
 STDERR_TAIL = 2000  # characters of the worker's last output a reason quotes
@@ -44,14 +43,6 @@ ANSWERS = {
     "call": ({"result"}, {"raised"}),
     "state": ({"state"}, {"raised"}),
 }
-
-
-class WorldError(Exception):
-    """The environment failed (hung, died, answered no JSON): the trial is an error."""
-
-    def __init__(self, reason: str, key: str = "") -> None:
-        super().__init__(reason)
-        self.key = key  # the environment's key it is about, when it failed to start: module, class or config
 
 
 class World:
@@ -212,12 +203,9 @@ def _shaped(op: str, answer: Mapping[str, Any]) -> bool:
 
 
 @contextmanager
-def world_of(task: Task, hidden: Secrets = NO_SECRETS) -> Iterator[World | None]:
-    """The task's world for one trial (None without an environment), its worker killed when the trial ends."""
-    if task.environment is None:
-        yield None
-        return
-    world = World(task.environment, hidden)
+def world_of(spec: Environment, hidden: Secrets = NO_SECRETS) -> Iterator[World]:
+    """The environment's world for one trial, its worker killed when the trial ends."""
+    world = World(spec, hidden)
     try:
         yield world
     finally:

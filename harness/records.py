@@ -167,6 +167,16 @@ class Unreachable(Exception):
     """Nothing was evaluated: the agent or an MCP server could not be reached or rejected us (exit 3)."""
 
 
+class WorldError(Exception):
+    """A trial's tool environment failed (hung, died, answered no JSON): the trial is an error (its code)."""
+
+    code = "tool:environment"
+
+    def __init__(self, reason: str, key: str = "") -> None:
+        super().__init__(reason)
+        self.key = key  # the environment's key it is about, when it failed to start: module, class or config
+
+
 @record
 class Tool:
     """One entry of the agent's tool surface, in the shape of MCP's tools/list."""

@@ -5,14 +5,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Generator, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
-from harness import cassette
+from harness import exchanges
 from harness.conversation import converse, whole_reply
-from harness.environments import CODE, World, WorldError, world_of
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, record, replace
+from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, WorldError, record, replace
 from harness.scoring import score, score_budget, score_turns
+
+if TYPE_CHECKING:
+    from harness.environments import World
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
@@ -42,14 +45,13 @@ def run_task(
     this is. A replayed trial lasts as long as its recorded exchanges did, and what the replay itself took; a trial
     does not last the time its requests were held before they were sent (by the rate limits, or for the run's first).
     """
-    started, held = time.perf_counter(), cassette.held_so_far()
+    started, held = time.perf_counter(), exchanges.held_so_far()
     end = None
-    # An agent that runs its own tools never calls the environment: its untouched state would be no final state.
-    with world_of(task, hidden) if backend.PLAYS_TOOLS else nullcontext() as world:
+    with _world(task, backend, hidden) as world:
         turns, conversation_id = converse(backend, task, tools, world, trial)
         # the agent's time: the end state's check is ours, and so is a request's wait before it was sent
-        duration_ms = (time.perf_counter() - started - (cassette.held_so_far() - held)) * 1000
-        tape = cassette.installed()
+        duration_ms = (time.perf_counter() - started - (exchanges.held_so_far() - held)) * 1000
+        tape = exchanges.installed()
         if tape is not None and tape.replaying:  # what the replay took (the harness, a tool world) and the agent then
             duration_ms += tape.latency_ms(task.id, trial)
         reply = whole_reply(turns)
@@ -68,13 +70,23 @@ def run_task(
     return Result(task, reply, outcome, duration_ms, turns, conversation_id, end)
 
 
+def _world(task: Task, backend: Backend, hidden: Secrets) -> AbstractContextManager[World | None]:
+    """The trial's world, when its task has an environment; an agent that runs its own tools never calls one, and its
+    untouched state would be no final state."""
+    if task.environment is None or not backend.PLAYS_TOOLS:
+        return nullcontext()
+    from harness.environments import world_of  # its worker process: only a run with an environment pays for it
+
+    return world_of(task.environment, hidden)
+
+
 def _judged_end(world: World, task: Task, outcome: Outcome) -> tuple[EndState | None, Outcome]:
     """The world's final state, and the outcome with it judged: a pass that ends in the wrong state fails, and one
     whose world failed at the end is an error."""
     try:
         end, mismatch = world.end(task)
     except WorldError as err:
-        return None, Outcome("error", CODE, str(err)) if outcome.status == "pass" else outcome
+        return None, Outcome("error", err.code, str(err)) if outcome.status == "pass" else outcome
     if mismatch is not None and outcome.status == "pass":
         return end, Outcome("fail", "state:mismatch", mismatch)
     return end, outcome

@@ -14,6 +14,9 @@ from harness.records import Growth, Summary, Task
 
 PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # what providers refuse in a tool's name
 PROVIDER_NAME_LENGTH = 64  # the longest tool name providers take (^[a-zA-Z0-9_-]{1,64}$)
+# Every tool call a reply can write as text (harness/textcalls.py) has one of these, in its markup or its JSON: a text
+# without any is not read for one, and a run whose replies have none never imports the reader.
+CALL_SIGN = re.compile(r"[<\[{=`]")
 
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from harness.records import Reply, record, replace
-from harness.text import clip, provider_name
+from harness.text import CALL_SIGN, clip, provider_name
 
 CODE = "reply:tool-call-in-text"
 FIX = "start the server with a tool parser (vLLM --enable-auto-tool-choice --tool-call-parser ..., llama.cpp --jinja)"
@@ -94,6 +94,8 @@ def checked(reply: Reply, tools: Collection[str]) -> Reply:
 
 def text_call(text: str, tools: Collection[str]) -> TextCall | None:
     """The first tool call the text writes in a known markup, or as JSON naming one of the tools; None when none."""
+    if CALL_SIGN.search(text) is None:
+        return None
     reading = _Reading(text, tools)
     return reading.in_markup() or reading.in_json()
 

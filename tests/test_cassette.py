@@ -18,7 +18,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from eval_agent import configure
-from harness.cassette import FORMAT, Place, Tape, at
+from harness.cassette import FORMAT, Tape
+from harness.exchanges import Place, at
 from harness.leaks import Secrets
 from harness.records import BackendError, ConfigError
 from tests.gemini_fake import conversation_fake as gemini_conversation

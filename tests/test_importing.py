@@ -1,18 +1,27 @@
 """`import evalbench`: an evalbench agent evalset printed as a task file this harness loads, with every field it
-cannot carry over reported and kept in the task's comment."""
+cannot carry over reported and kept in the task's comment. And what a run imports: only what it uses."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 from harness.records import ConfigError, ExpectTrajectory
 from harness.subcommands.importing import from_evalbench
 from harness.taskfile import load_task_file
-from tests.support import DATA, TempDirTestCase, clean_env, run_cli
+from tests.support import CLI_TIMEOUT, DATA, ROOT, TempDirTestCase, canned, clean_env, run_cli
 
 EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
+# What a run of plain tasks (no tool environment, no cassette) does not use: a tool environment's worker and what it is
+# started with, a cassette, the temporary files and paths only a command agent or a test asks for, and the reader of
+# calls written as text, for a reply whose text has no sign of one. A run on the stub has no workers to hear from
+# either (queue); a run against an http agent has, at its default concurrency.
+UNUSED_BY_A_PLAIN_RUN = {
+    "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
+}  # fmt: skip
 
 
 def scenario(**fields: Any) -> dict[str, Any]:
@@ -111,3 +120,40 @@ class ImportEvalbench(TempDirTestCase):
             run_cli("import", "evalbench", path, env=clean_env(), cwd=self.tmp),
             ("", f"eval_agent import: error: {path}: an integer too long to read as a number\n", 2),
         )
+
+
+class WhatARunImports(TempDirTestCase):
+    """A run imports what it uses: each module it does not need is a cost to every run's start."""
+
+    def imported(self, *args: str, **environ: str) -> set[str]:
+        """The modules a run with these arguments and settings has imported when it ends (started without site)."""
+        main = (
+            "import sys, eval_agent\n"
+            "code = eval_agent.main(sys.argv[1:])\n"
+            "print(*sorted(sys.modules), sep='\\n', file=sys.stderr)\n"
+            "sys.exit(code)"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", main, *args],
+            capture_output=True,
+            text=True,
+            env=clean_env(PYTHONPATH=ROOT, **environ),
+            cwd=self.tmp,
+            timeout=CLI_TIMEOUT,
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return set(proc.stderr.splitlines())
+
+    def test_a_stub_run_imports_no_environment_cassette_text_call_reader_or_worker_queue(self) -> None:
+        imported = self.imported("--out", "r.json")
+        self.assertEqual(imported & (UNUSED_BY_A_PLAIN_RUN | {"queue"}), set())
+        self.assertIn("harness.exchanges", imported, "the seam every exchange goes through")
+
+    def test_an_http_run_on_plain_tasks_imports_only_what_it_uses(self) -> None:
+        agent = self.serve(canned)
+        imported = self.imported("--out", "r.json", EVAL_AGENT_URL=agent.url())
+        self.assertEqual(imported & UNUSED_BY_A_PLAIN_RUN, set())
+        self.assertIn("queue", imported, "its workers hand their results over in one")
+
+    def test_a_run_that_records_imports_the_cassette(self) -> None:
+        self.assertIn("harness.cassette", self.imported("--out", "r.json", "--record", "c.jsonl"))

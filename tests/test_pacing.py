@@ -22,7 +22,7 @@ from unittest import mock
 from backends.pacing import RATE_LIMITED, Allowance, allowances, duration_seconds, reset_seconds, retry_delay, told_wait
 from backends.stub import StubBackend
 from backends.transport import Transport
-from harness import cassette
+from harness import exchanges
 from harness.records import AgentRequest, BackendError, Pacing, Reply, Result
 from harness.reporters.console import pace_text
 from harness.running import run_jobs
@@ -525,7 +525,7 @@ class TokenEstimates(TempDirTestCase):
         self.addCleanup(transport.close)
 
         def two_steps_of_one_task() -> None:
-            cassette.at(cassette.Place("asset-get", 1, 1, 1))
+            exchanges.at(exchanges.Place("asset-get", 1, 1, 1))
             transport.post_json({"step": 1})
             transport.post_json({"step": 2})  # a dozen bytes, but the task's last request cost 1,000 tokens: 500 left
 

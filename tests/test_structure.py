@@ -11,12 +11,12 @@ from tests.support import ROOT
 
 PACKAGES = ("harness", "backends")
 # What a backend may take from the engine: records and errors, how settings (endpoints among them) are declared and
-# read, how to say things, the secrets it masks in what it quotes of a reply before it cuts it, and the run's cassette,
-# which every exchange goes through.
+# read, how to say things, the secrets it masks in what it quotes of a reply before it cuts it, and the seam every
+# exchange goes through, where a run's cassette records and replays.
 MAX_LINE = 120  # characters, as ruff.toml's line-length
 FOR_BACKENDS = {
     "harness", "harness.records", "harness.settings", "harness.endpoints", "harness.text", "harness.leaks",
-    "harness.cassette",
+    "harness.exchanges",
 }  # fmt: skip
 
 

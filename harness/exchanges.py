@@ -1,0 +1,108 @@
+"""The one seam every exchange with the agent or provider goes through, where a run's cassette records and replays.
+
+`exchange(request, send, hidden)` is what the backends' wire code calls (backends/transport.py for every HTTP backend,
+the command and the stub backends for theirs): `request` is what the backend built for the wire, `send` makes the real
+exchange and returns what it gave as JSON. A run installs its tape (harness/cassette.py) once; with none installed,
+exchange just sends, and the cassette's module is never imported. The conversation says where each exchange happens
+(at): the task, the trial, the turn, the step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import record
+
+# A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
+Fields = Mapping[str, tuple[str, Callable[[Any], bool]]]
+TEXT = ("a string", lambda value: isinstance(value, str))
+# A failure with no reply, as the command and the stub backends record it.
+FAILURE: Fields = {"error": TEXT, "reason": TEXT}
+# Which fields a recorded reply (an object) must have, by what it holds.
+Shape = Callable[[Mapping[str, Any]], Fields]
+
+
+def answer_or_failure(answer: Fields, failure: Fields = FAILURE) -> Shape:
+    """The shape of a reply that is a failure's when it holds "error", else an answer's."""
+    return lambda reply: failure if "error" in reply else answer
+
+
+ANY_ANSWER = answer_or_failure({})
+
+
+@record
+class Place:
+    """Where an exchange happens: the task, its trial (from 1), the user turn and the step in it (from 1)."""
+
+    task: str
+    trial: int
+    turn: int
+    step: int
+
+
+class Recorder(Protocol):
+    """What a run that records or replays installs here: harness/cassette.py's Tape."""
+
+    replaying: bool
+
+    def exchange(
+        self, request: Mapping[str, Any], send: Callable[[], Any], hidden: Secrets, timed: bool, shape: Shape
+    ) -> Any:
+        """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
+
+    def latency_ms(self, task: str, trial: int) -> float:
+        """The recorded latency of a trial's replayed exchanges, summed."""
+
+
+_HERE = threading.local()  # each worker thread's place, and the seconds its requests were held before they were sent
+_TAPE: Recorder | None = None
+
+
+def at(place: Place) -> None:
+    """Say where the next exchange of this thread happens."""
+    _HERE.place = place
+
+
+def placed() -> Place | None:
+    """Where this thread's next exchange happens, when the conversation said."""
+    return getattr(_HERE, "place", None)
+
+
+def held(seconds: float) -> None:
+    """This thread's request waited `seconds` before it was sent (the rate limits' hold, the run's first request):
+    the harness's time, not the agent's, so neither its latency nor its trial's duration counts it."""
+    _HERE.held = held_so_far() + seconds
+
+
+def held_so_far() -> float:
+    """Seconds this thread's requests were held before they were sent, so far."""
+    return getattr(_HERE, "held", 0.0)
+
+
+def install(tape: Recorder | None) -> None:
+    """Make the tape the run's: every exchange from now goes through it."""
+    global _TAPE
+    _TAPE = tape
+
+
+def installed() -> Recorder | None:
+    """The run's tape, when it records or replays."""
+    return _TAPE
+
+
+def exchange(
+    request: Mapping[str, Any],
+    send: Callable[[], Any],
+    hidden: Secrets = NO_SECRETS,
+    timed: bool = True,
+    shape: Shape = ANY_ANSWER,
+) -> Any:
+    """What `send` gives for this request: from the run's tape when it holds it, else sent (and recorded when the tape
+    records). request: {"path", "headers", "body"}, as much of it as the backend has; timed: whether its latency counts
+    (not for an agent answering inside this process); shape: the fields of what `send` gives, which a replayed reply
+    must have."""
+    tape = _TAPE
+    return send() if tape is None else tape.exchange(request, send, hidden, timed, shape)
