@@ -12,6 +12,7 @@ from unittest import mock
 
 import eval_agent
 from tests.doctor_fakes import SIGNATURE, doctor_fake
+from tests.providers import openai_error
 from tests.support import LoopbackAgent, Received, TempDirTestCase, clean_env, run_cli, send_json
 
 KEY = "sk-doctor-planted-7f3a9c1e5b2d4f6a8c0e"
@@ -175,6 +176,68 @@ class PlantedQuirks(DoctorTestCase):
         self.assertEqual(code, 3, out + err)
         self.assertIn("connection refused", line_of(out, "plain reply"))
         self.assertIn("fix: check OPENAI_BASE_URL", line_of(out, "plain reply"))
+
+
+QUOTA = "You exceeded your current quota, please check your plan and billing details."
+
+
+def always_429(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """A provider whose key is out of quota: every request 429, with a Retry-After of 30 s."""
+    status, body = openai_error(429, QUOTA)
+    send_json(handler, body, status, {"Retry-After": "30"})
+
+
+class RateLimited(DoctorTestCase):
+    """A 429 is the provider limiting the key: said at once, as such, never waited on or sent again."""
+
+    def test_a_provider_that_answers_every_request_429_is_said_to_be_rate_limited_after_one_request(self) -> None:
+        # It took 541 s and 10 requests: a 429's Retry-After held each resend 30 s, and spent no retry. The run is
+        # bounded by run_cli's timeout: doctor must end well within it.
+        with LoopbackAgent(always_429) as fake:
+            out, err, code = run_cli("doctor", env=provider_env(fake.url("/v1"), EVAL_RETRIES="5"), cwd=self.tmp)
+        self.assertEqual(code, 3, out + err)
+        self.assertEqual(len(fake.received), 1)
+        self.assertEqual(
+            line_of(out, "plain reply"),
+            "plain reply: rate limited: the provider answered 429: rate limited / out of quota (HTTP 429 Too Many "
+            f"Requests: {QUOTA}); fix: wait for the limit to reset, or check the key's plan, quota and billing",
+        )
+        self.assertNotIn("quirk", out)
+        self.assertEqual(
+            err,
+            "eval_agent doctor: error: the provider answered 429: rate limited / out of quota: HTTP 429 Too Many "
+            f"Requests: {QUOTA}\n",
+        )
+
+    def test_a_429_after_the_first_probe_stops_doctor_there(self) -> None:
+        works = doctor_fake(())
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            (works if len(fake.received) == 1 else always_429)(received, handler)
+
+        with LoopbackAgent(respond) as fake:
+            out, err, code = self.doctor_at(fake.url("/v1"))
+        self.assertEqual(code, 3, out + err)
+        self.assertEqual(len(fake.received), 2)
+        self.assertEqual(line_of(out, "plain reply"), "plain reply: works")
+        self.assertRegex(line_of(out, "named tool call"), "^named tool call: rate limited: the provider answered 429")
+        self.assertNotIn("parallel calls", out)
+
+    def test_a_server_error_is_probed_again_after_a_short_wait_whatever_its_retry_after(self) -> None:
+        # A 503 asking for 30 s between tries: doctor's own wait between them is short, and its tries are counted.
+        works = doctor_fake(())
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if len(fake.received) == 1:
+                works(received, handler)
+            else:
+                send_json(handler, {"error": {"message": "overloaded"}}, 503, {"Retry-After": "30"})
+
+        with LoopbackAgent(respond) as fake:
+            out, err, code = run_cli("doctor", env=provider_env(fake.url("/v1"), EVAL_RETRIES="5"), cwd=self.tmp)
+        self.assertEqual(code, 1, out + err)
+        self.assertEqual(len(fake.received), MAX_PROBES)
+        self.assertIn("HTTP 503", line_of(out, "named tool call"))
 
 
 class Anthropic(DoctorTestCase):

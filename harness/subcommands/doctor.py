@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ from harness.settings import Setting, Sources, add_settings, refuse_unknown
 from harness.text import call_text, clip, count
 from harness.verdict import EXIT_GATE_FAILED, EXIT_GATE_MET, UNREACHABLE
 
-Verdict = Literal["works", "note", "quirk", "unreachable"]
+Verdict = Literal["works", "note", "quirk", "unreachable", "rate limited"]
 SURFACE = AgentSurface(
     tools=(
         Tool(
@@ -88,6 +89,14 @@ TEXT_CALL_FIX = (
 MAX_FIXES = 2  # settings refused in turn and probed again without them: with the 4 probes after, at most 6 requests
 MAX_REQUESTS = 6
 PROBES = (PLAIN, NAMED, PARALLEL)  # in the order they are sent
+PROBE_NAMES = {PLAIN.id: "plain reply", NAMED.id: "named tool call", PARALLEL.id: "parallel calls"}
+# A probe the server failed (a 5xx, a timeout, a dropped connection) is sent again after this long, whatever the
+# server asked: doctor is a check of a few seconds, and every request of it is one attempt, never held by a 429.
+RETRY_WAIT = 1.0
+RETRIED = frozenset({"reply:connect", "reply:timeout", "reply:reset"})
+HTTP_STATUS = re.compile(r"HTTP (\d{3})\b")
+LIMITED = "the provider answered 429: rate limited / out of quota"
+LIMITED_FIX = "wait for the limit to reset, or check the key's plan, quota and billing"
 
 
 @record(kw_only=True)
@@ -223,7 +232,7 @@ def main(argv: Sequence[str], registry: Registry) -> int:
         description="Send at most six small probes through the provider backend a run with these settings would use "
         "(the run's flags and variables), and say for each what works and which setting fixes what does not.",
         epilog="Exit codes: 0 a run can score, 1 a quirk would make every task fail, 2 bad settings, "
-        "3 the provider could not be reached or rejected the key.",
+        "3 the provider could not be reached, rejected the key, or answered 429 (rate limited, or out of quota).",
     )
     add_settings(parser, "the backend", {"": (registry.backend,), **backend_settings(registry)})
     sources = Sources(parser.parse_args(argv), os.environ)
@@ -238,10 +247,13 @@ def main(argv: Sequence[str], registry: Registry) -> int:
         print(f"eval_agent doctor: warning: {exc}", file=sys.stderr)
     checkup = Checkup(backend_class, settings, Secrets(environment_secrets(registry.settings, os.environ)))
     say(checkup.hidden.mask(f"doctor: the {name} backend, {described(checkup.shown)}"))
-    lines = checkup.run()
+    try:
+        lines = checkup.run()
+    finally:
+        checkup.backend.transport.close()
     for line in lines:
         say(checkup.hidden.mask(str(line)))
-    unreached = [line for line in lines if line.verdict == "unreachable"]
+    unreached = [line for line in lines if line.verdict in ("unreachable", "rate limited")]
     if unreached:
         raise Unreachable(checkup.hidden.mask(checkup.unreachable_reason))
     quirks = sum(line.verdict == "quirk" for line in lines)
@@ -268,6 +280,15 @@ def described(settings: Mapping[str, Any]) -> str:
     return ", ".join(f"{key} {value}" for key, value in settings.items())
 
 
+class RateLimited(Exception):
+    """A probe the provider answered 429: nothing more is sent."""
+
+    def __init__(self, task: Task, reply: Reply) -> None:
+        super().__init__(reply.error)
+        self.task = task
+        self.reply = reply
+
+
 class Checkup:
     """The probes, sent one after another through backends made as a run makes them, with the fixes found so far."""
 
@@ -284,28 +305,55 @@ class Checkup:
         self.shown = dict(self.backend.describe())
 
     def made(self) -> Any:
-        """A backend made as a run makes it, with these settings and doctor's tool surface."""
-        return self.backend_class(self.settings, SURFACE, self.run_id, hidden=self.known)
+        """A backend made as a run makes it, with these settings and doctor's tool surface, whose every request is one
+        attempt: doctor sends a probe again itself, and a 429 is neither waited on nor sent again."""
+        backend = self.backend_class(self.settings, SURFACE, self.run_id, hidden=self.known)
+        backend.transport.retries = 0
+        backend.transport.retry_statuses = backend.transport.retry_statuses - {429}
+        return backend
 
     def ask(self, task: Task) -> list[Reply]:
-        """The replies of one probe, step by step, sent as a run sends a task."""
-        # Retries come out of the six requests: a probe retries only as far as the probes after it leave room for.
+        """The replies of one probe, step by step, sent as a run sends a task; sent again after a short wait when the
+        server failed it, as far as EVAL_RETRIES and the probes after it leave room for in the six requests.
+        RateLimited when the provider answered 429."""
         after = sum(requests(probe) for probe in PROBES[PROBES.index(task) + 1 :])
-        room = (MAX_REQUESTS - self.spent - after) // requests(task) - 1
-        self.backend.transport.retries = max(0, min(self.settings.retries, room))
-        turns, _ = converse(self.backend, task, TOOL_NAMES)
-        replies = [step.reply for turn in turns for step in turn.steps]
-        self.sent += len(replies)
-        self.spent += sum(reply.attempts for reply in replies)
-        return replies
+        tries = 0
+        while True:
+            turns, _ = converse(self.backend, task, TOOL_NAMES)
+            replies = [step.reply for turn in turns for step in turn.steps]
+            self.spent += sum(reply.attempts for reply in replies)
+            last = replies[-1]
+            if last.error_code == "reply:rate-limited" or self.status(last) == 429:
+                raise RateLimited(task, last)
+            room = MAX_REQUESTS - self.spent - after >= requests(task)
+            if not (room and tries < self.settings.retries and self.failed_by_server(last)):
+                self.sent += len(replies)
+                return replies
+            tries += 1
+            time.sleep(RETRY_WAIT)
+
+    def status(self, reply: Reply) -> int | None:
+        """The HTTP status a reply ended in, when it ended in one."""
+        found = HTTP_STATUS.match(reply.error or "") if reply.error_code == "reply:http-status" else None
+        return int(found[1]) if found else None
+
+    def failed_by_server(self, reply: Reply) -> bool:
+        """Whether a run would send the request again: it ended in a status retried, a timeout, no connection."""
+        return reply.error_code in RETRIED or self.status(reply) in self.backend.transport.retry_statuses
 
     def run(self) -> list[Line]:
-        """Every probe's line; after a probe that got no answer, none of the rest."""
-        lines = self.plain()
-        if lines[0].verdict != "works":
-            return lines
-        lines += self.named()
-        parallel = self.parallel()
+        """Every probe's line; after a probe that got no answer, none of the rest; after a 429, nothing more."""
+        lines: list[Line] = []
+        try:
+            lines += self.plain()
+            if lines[0].verdict != "works":
+                return lines
+            lines += self.named()
+            parallel = self.parallel()
+        except RateLimited as limited:
+            self.unreachable_reason = f"{LIMITED}: {limited.reply.error}"
+            text = f"{LIMITED} ({limited.reply.error}); fix: {LIMITED_FIX}"
+            return [*lines, Line(PROBE_NAMES[limited.task.id], "rate limited", text)]
         said = any(line.text == parallel.text for line in lines)  # a quirk the named call showed already
         return [*lines, replace(parallel, text="as above") if said and parallel.verdict == "quirk" else parallel]
 
@@ -334,6 +382,7 @@ class Checkup:
             if not again:
                 return [Line("plain reply", "quirk", "refused for its settings (below)"), *refused]
             self.settings = replace(self.settings, **{quirk.field: quirk.fixed})
+            self.backend.transport.close()
             self.backend = self.made()
 
     def quirks(self) -> list[Quirk]:
