@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
+from itertools import islice
 from typing import Any
 
 from harness.records import Growth, Summary, Task
@@ -25,7 +26,10 @@ UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\
 FILLERS = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]+"
 )
-MISSING = ("", "undefined", "null", "None")  # what JavaScript and Python print for a value that is not there
+# What JavaScript, Python and Go print for a value that is not there, and an empty string as JSON and repr() write it.
+MISSING = ("", "undefined", "null", "None", "<nil>", '""', "''")
+# What shows nothing without a letter beside it: controls, format characters, separators, and combining marks.
+INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Zs", "Mn", "Me")
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps with an option makes one a call
@@ -120,13 +124,15 @@ def _escape(match: re.Match[str]) -> str:
 
 def blank(text: str | None) -> bool:
     """Whether a reply's text shows nothing: none, only whitespace, invisible characters (zero-width spaces and joiners,
-    NUL and other control or format characters, fillers and blank marks), or what a missing value prints as
-    (`undefined`, `null`, `None`)."""
+    NUL and other control or format characters, fillers and blank marks, combining marks on no letter), or what a
+    missing value prints as (`undefined`, `null`, `None`, `<nil>`, `""`)."""
     shown = FILLERS.sub("", (text or "").strip())
-    if not shown.isprintable():  # only then can it hold a control or format character
+    if not (shown.isascii() and shown.isprintable()):  # only then can it hold a control, format or combining character
         import unicodedata
 
-        shown = "".join(char for char in shown if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp", "Zs"))
+        # Its first visible characters decide: more of them than a missing value has is text, however long the rest.
+        visible = (char for char in shown if unicodedata.category(char) not in INVISIBLE)
+        shown = "".join(islice(visible, max(map(len, MISSING)) + 1))
     return shown.strip() in MISSING
 
 

@@ -41,6 +41,8 @@ VALID: list[tuple[str, Any, Reply]] = [
         Reply(text="\U0001f469\u200d\U0001f4bb"),
     ),
     ("a word that contains undefined is text", {"text": "undefined behaviour"}, Reply(text="undefined behaviour")),
+    ("letters with combining marks are text", {"text": "e\u0301"}, Reply(text="e\u0301")),
+    ("quoted words are text", {"text": '"No."'}, Reply(text='"No."')),
     ("unknown fields are ignored", {"text": "Hi", "traceId": "x"}, Reply(text="Hi")),
     (
         "the tokens the agent says it spent",
@@ -116,6 +118,10 @@ INVALID: list[tuple[str, Any, str, str]] = [
     ("a missing value printed by JavaScript", {"text": "undefined"}, "reply:empty", BLANK),
     ("a null printed as text", {"text": " null\n"}, "reply:empty", BLANK),
     ("a Python None printed as text", {"text": "None"}, "reply:empty", BLANK),
+    ("combining marks on nothing", {"text": "\u0301\u0300 \u20dd"}, "reply:empty", BLANK),
+    ("an empty string printed as JSON", {"text": '""'}, "reply:empty", BLANK),
+    ("an empty string printed by Python's repr", {"text": "''"}, "reply:empty", BLANK),
+    ("a nil printed by Go", {"text": "<nil>"}, "reply:empty", BLANK),
     (
         "every field null but toolCall, left out",
         {"toolCalls": None, "refused": None, "text": None},

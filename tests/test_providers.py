@@ -380,6 +380,13 @@ CUT_SHORT = [
         "a blank completion: no tool call, no text",
     ),
     (
+        "openai: combining marks on no letter",
+        "openai",
+        openai_completion([], "\u0301\u20dd"),
+        "reply:empty",
+        "a blank completion: no tool call, no text",
+    ),
+    (
         "openai: finish_reason tool_calls without a call",
         "openai",
         openai_completion([], None, finish_reason="tool_calls"),
