@@ -9,7 +9,7 @@ from typing import Any
 from backends.tokens import token_count
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
-from harness.text import blank, kind
+from harness.text import JSON_DEPTH, blank, kind, nested_deeper
 
 ANSWER_KEYS = ("toolCall", "toolCalls", "refused", "text")
 REPLY_KEYS = (*ANSWER_KEYS, "error")
@@ -130,4 +130,6 @@ def _tool_call(item: Any, where: str, hidden: Secrets) -> ToolCall:
             ) from None
     if not isinstance(args, dict):
         raise BackendError("reply:bad-args", f"{where}.args: expected an object, got {_kind(args, hidden)}")
+    if nested_deeper(args, JSON_DEPTH):  # the harness masks, judges and writes them by recursion
+        raise BackendError("reply:bad-args", f"{where}.args: nested more than {JSON_DEPTH} levels deep")
     return ToolCall(name=name, args=args)

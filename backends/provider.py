@@ -18,6 +18,7 @@ from harness.endpoints import credential, header_secrets, http_url, query_values
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources, choice, number
+from harness.text import JSON_DEPTH, nested_deeper
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
@@ -300,6 +301,8 @@ class ProviderBackend:
         if not isinstance(args, dict):
             shown = self.hidden.clip(json.dumps(args), 200)
             return ToolCall(name, {}, f"arguments are not a JSON object: {shown}", call_id)
+        if nested_deeper(args, JSON_DEPTH):  # the harness masks, judges and writes them by recursion
+            return ToolCall(name, {}, f"arguments nested more than {JSON_DEPTH} levels deep", call_id)
         return ToolCall(name, args, call_id=call_id)
 
     def call_id(self, given: Any, prefix: str) -> str:

@@ -12,9 +12,19 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.providers import openai_completion
-from tests.support import DATA, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.support import (
+    DATA,
+    Received,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send,
+    send_json,
+)
 
 SCRIPT_AGENT = os.path.join(DATA, "agents", "script_agent.py")
+DEPTH = 980  # levels of arrays in a call's arguments: far past any real one, and within what json.loads reads
 HELLO = {"text": "Hello! What can I do for your images?"}
 REFUSE = {
     "id": "refuse",
@@ -266,3 +276,42 @@ class PartialReplies(TempDirTestCase):
                 self.assertEqual(
                     (trials["find"]["code"], trials["find"]["violation"]), ("leak:secret", "leaked-secret")
                 )
+
+
+class DeepArguments(TempDirTestCase):
+    """A call's arguments nested past the depth the harness masks, judges and writes them to (by recursion)."""
+
+    def test_arguments_nested_past_what_the_harness_walks_are_bad_args_not_a_crash(self) -> None:
+        deep = "[" * DEPTH + "]" * DEPTH  # decodes, as JSON's own parser stops a little deeper
+        arguments = '{"query": "mayor", "filters": ' + deep + "}"
+        reply = b'{"toolCall": {"name": "imageman.asset.search", "args": ' + arguments.encode() + b"}}"
+
+        def agent(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send(handler, 200, reply)
+
+        completion = openai_completion([{"name": "imageman_asset_search", "args": {}}], arguments=[arguments])
+        model = self.serve(lambda received, handler: send(handler, 200, json.dumps(completion).encode()))
+        data = canonical_task_data()
+        data["tasks"] = [FIND]
+        tasks = self.write_json("tasks.json", data)
+        for backend, env, outcome in [
+            ("http", {"EVAL_AGENT_URL": self.serve(agent).url()}, ("error", "reply:bad-args")),
+            (
+                "openai",
+                {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": model.url("/v1"), "EVAL_MODEL": "m"},
+                ("fail", "tool:bad-args"),
+            ),
+        ]:
+            with self.subTest(backend):
+                stdout, stderr, code = run_cli(
+                    "--junit",
+                    "junit.xml",
+                    "--html",
+                    "report.html",
+                    env=clean_env(EVAL_TASKS=tasks, **env),
+                    cwd=self.tmp,
+                )
+                self.assertEqual((stderr, code), ("", 1), stdout)
+                trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+                self.assertEqual((trial["status"], trial["code"]), outcome)
+                self.assertIn("nested more than 100 levels deep", trial["reason"])
