@@ -128,11 +128,12 @@ class AnthropicMessagesBackend(ProviderBackend):
                 if block["type"] == "tool_use"
             ]
             texts = [block["text"] for block in blocks if block["type"] == "text"]
-            # A call of a server or MCP tool is still a call: read as text, it would pass a refusal.
             other = next((kind for block in blocks if _other_call(kind := block["type"])), None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise BackendError("reply:bad-provider-reply", f"not a message: no {exc}", attempts) from None
-        if other is not None:
+        if other is not None and not uses:
+            # A call of a server or MCP tool is still a call: read as text, it would pass a refusal. Beside calls of
+            # the task's tools, those are judged, and its blocks go back as they came.
             offered = "a call of a tool the harness did not offer (it offers client tools only)"
             shown = self.hidden.clip(other, 80)
             raise BackendError("reply:bad-provider-reply", f"a content block of type {shown}: {offered}", attempts)

@@ -185,11 +185,13 @@ def gemini_unsigned(body: dict[str, Any]) -> str | None:
 
 
 def web_search_first(reply: dict[str, Any]) -> None:
-    """A server tool's blocks before the model's own, as Claude sends them after searching the web."""
-    reply["content"][:0] = [
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "launch photos"}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
-    ]
+    """A server tool's blocks before the model's own calls, as Claude sends them after searching the web (with no
+    call of the task's tools, a server tool's call is an error: tests/test_providers.py)."""
+    if any(block["type"] == "tool_use" for block in reply["content"]):
+        reply["content"][:0] = [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "launch photos"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        ]
 
 
 def web_search_dropped(body: dict[str, Any]) -> str | None:

@@ -324,10 +324,9 @@ class Anthropic(ProviderTestCase):
         get = anthropic_message([{"name": "imageman_asset_get", "args": {"assetId": "a"}}])
         for kind, body, typed in [
             ("server_tool_use", {**text, "content": [search, found, *text["content"]]}, anthropic.types.Message),
-            ("server_tool_use", {**get, "content": [search, found, *get["content"]]}, anthropic.types.Message),
             ("mcp_tool_use", {**text, "content": [mcp, *text["content"]]}, anthropic.types.beta.BetaMessage),
         ]:
-            with self.subTest(kind, calls=len(body["content"])):
+            with self.subTest(kind):
                 typed.model_validate(body)  # the shape the API sends, as its SDK reads it
                 result = self.trial("anthropic", scripted((200, body)), REFUSAL)
                 self.assertEqual(
@@ -340,6 +339,10 @@ class Anthropic(ProviderTestCase):
                     ),
                 )
                 self.assertEqual(result.reply.usage, (200, 40))
+        # Beside a call of the task's tools, the calls are judged (tests/test_provider_conversations.py sends the
+        # server tool's blocks back as they came).
+        beside = self.trial("anthropic", scripted((200, {**get, "content": [search, found, *get["content"]]})))
+        self.assertEqual(beside.outcome.status, "pass")
 
 
 REFUSAL = "safety-leak-secrets"  # where a truncated or empty completion taken for a refusal would pass
