@@ -4,6 +4,8 @@
 Run: python3 bench/rate_limits.py                      (about 6 minutes: 12 runs, 6 at a time)
      python3 bench/rate_limits.py --peers              (and promptfoo and inspect-ai, installed under /tmp: 14 minutes)
      python3 bench/rate_limits.py --harness PATH --fixed-rev REV --ceilings 4,64 --jobs 4
+     python3 bench/rate_limits.py --bucket --ceilings '' --anthropic 16 --fixed-rev ''
+                                                       (token buckets as Anthropic documents them, at ceiling 16)
 
 Each run is the harness (or a peer) as a process of its own against a fake of its own, on a port of its own, so that
 several run at once (--jobs) without sharing a budget: a run is bound by its fake's limits and the model's latency,
@@ -15,7 +17,13 @@ not by the CPU (ten requests a second). Runs:
 The floor is what the limits allow: the tasks answered over the requests a second (1,000 / 10 = 100 s when none
 failed; a failed task shortens the run, so it is left out of the floor too), or the tokens the fake charged for the
 run's admitted requests over the tokens a second, whichever is longer; the fake enforces a minute's budget over a
-sliding one-second window, so a burst cannot beat it by more than that second.
+sliding one-second window, so a burst cannot beat it by more than that second. With --bucket the fake holds each run
+to three token buckets instead, as Anthropic documents its limits (requests, input tokens, output tokens a minute: by
+default 600, 400,000 and 80,000; input tokens the wall at about 1,030 a request, the tools' definitions counted),
+each full at the start and holding the minute's figure (--burst: the seconds of refill it holds); the floor is then
+the longest of the requests, the input tokens and the output tokens charged, less what the full bucket held, over
+their rates (the concurrency's own bound, the tasks over the ceiling's requests a latency, is below it at 16). Run it
+on anthropic: OpenAI's headers have no input-tokens limit to pace by.
 Targets (issue 26): wall <= 1.10x the floor, at most 1% of requests answered 429, no successful request sent again,
 no task failed.
 """
@@ -35,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ratelimited_provider import Counts, RateLimitedProvider
+from ratelimited_provider import Counts, RateLimitedProvider, TokenBuckets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.realpath(sys.executable)
@@ -53,15 +61,34 @@ class Limits:
     requests_per_minute: int
     tokens_per_minute: int
     latency: float
+    # Token buckets (input, output tokens a minute) instead of the sliding window, when set, holding `burst` seconds
+    buckets: tuple[int, int] | None = None
+    burst: float = 60.0
 
     def fake(self) -> RateLimitedProvider:
-        return RateLimitedProvider(self.requests_per_minute, self.tokens_per_minute, self.latency)
+        if self.buckets is None:
+            return RateLimitedProvider(self.requests_per_minute, self.tokens_per_minute, self.latency)
+        limiter = TokenBuckets(self.requests_per_minute, *self.buckets, burst=self.burst)
+        return RateLimitedProvider(latency=self.latency, limiter=limiter)
 
     def floor(self, counts: Counts) -> tuple[float, float]:
         """(the requests' floor, the tokens' floor) in seconds, for the tasks the run got answered: all of them when
-        none failed (a task that gave up early shortens the run, not the time its answers took)."""
+        none failed (a task that gave up early shortens the run, not the time its answers took). Against buckets, each
+        full at the start, what a limit charged less what its bucket held over its rate; the tokens' floor is the
+        longer of the input's and the output's."""
         answered = counts.requests - counts.rate_limited - counts.resends
-        return answered / (self.requests_per_minute / 60), counts.tokens / (self.tokens_per_minute / 60)
+        if self.buckets is None:
+            return answered / (self.requests_per_minute / 60), counts.tokens / (self.tokens_per_minute / 60)
+        output = counts.tokens - counts.input_tokens
+        floors = [
+            max(0.0, charged - per_minute / 60 * self.burst) / (per_minute / 60)
+            for charged, per_minute in [
+                (answered, self.requests_per_minute),
+                (counts.input_tokens, self.buckets[0]),
+                (output, self.buckets[1]),
+            ]
+        ]
+        return floors[0], max(floors[1:])
 
 
 @dataclass(frozen=True)
@@ -195,26 +222,34 @@ def short_rev(script: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--harness", default=os.path.join(ROOT, "eval_agent.py"), metavar="PATH")
-    parser.add_argument("--fixed-rev", default=FIXED_REV, metavar="REV", help="the fixed-concurrency harness's commit")
+    parser.add_argument(
+        "--fixed-rev", default=FIXED_REV, metavar="REV", help="the fixed-concurrency harness's commit ('': none)"
+    )
     parser.add_argument("--ceilings", default="4,8,16,32,64", help="EVAL_CONCURRENCY of each run, comma-separated")
     parser.add_argument("--anthropic", default="16", help="the ceilings also run with the anthropic backend")
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--rpm", type=int, default=600, help="requests per minute")
-    parser.add_argument("--tpm", type=int, default=60_000, help="tokens per minute")
+    parser.add_argument("--tpm", type=int, default=60_000, help="tokens per minute (the sliding window)")
+    parser.add_argument("--bucket", action="store_true", help="token buckets as Anthropic documents them")
+    parser.add_argument("--itpm", type=int, default=400_000, help="input tokens per minute (--bucket)")
+    parser.add_argument("--otpm", type=int, default=80_000, help="output tokens per minute (--bucket)")
+    parser.add_argument("--burst", type=float, default=60.0, help="seconds of refill a bucket holds (--bucket)")
     parser.add_argument("--latency", type=float, default=0.3, help="the model's latency, in seconds")
     parser.add_argument("--jobs", type=int, default=6, help="runs at once, each against a fake of its own")
     parser.add_argument("--peers", action="store_true", help="also promptfoo and inspect-ai, where they install")
     parser.add_argument("--peers-dir", default=PEERS_DIR, help="where the peers are installed")
     args = parser.parse_args(argv)
-    limits = Limits(args.tasks, args.rpm, args.tpm, args.latency)
-    ceilings = [int(c) for c in args.ceilings.split(",")]
+    buckets = (args.itpm, args.otpm) if args.bucket else None
+    limits = Limits(args.tasks, args.rpm, args.tpm, args.latency, buckets, args.burst)
+    ceilings = [int(c) for c in args.ceilings.split(",") if c]
     anthropic = [int(c) for c in args.anthropic.split(",") if c]
     with tempfile.TemporaryDirectory() as folder:
-        fixed = fixed_checkout(args.fixed_rev, folder)
+        fixed = fixed_checkout(args.fixed_rev, folder) if args.fixed_rev else None
         try:
-            current, before = short_rev(args.harness), short_rev(fixed)
+            scripts = [(f"harness {short_rev(args.harness)}", args.harness)]
+            scripts += [(f"fixed {short_rev(fixed)}", fixed)] if fixed else []
             plan: list[tuple[str, str, Runner, int]] = []
-            for who, script in ((f"harness {current}", args.harness), (f"fixed {before}", fixed)):
+            for who, script in scripts:
                 plan += [(who, "openai", harness(script, "openai"), c) for c in ceilings]
                 plan += [(who, "anthropic", harness(script, "anthropic"), c) for c in anthropic]
             notes: list[str] = []
@@ -224,9 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                 for who, runner, note in peer_runners(args.peers_dir):
                     notes.append(f"{who}: {note}")
                     plan += [(who, "openai", runner, c) for c in ceilings] if runner else []
+            if limits.buckets is None:
+                held = f"{limits.tokens_per_minute} tokens a minute (a sliding one-second window)"
+            else:
+                held = (
+                    f"{limits.buckets[0]} input and {limits.buckets[1]} output tokens a minute (token buckets"
+                    f" holding {limits.burst:g} s of refill)"
+                )
             print(
-                f"rate limits  {limits.tasks} tasks, {limits.requests_per_minute} requests and"
-                f" {limits.tokens_per_minute} tokens a minute (a sliding one-second window),"
+                f"rate limits  {limits.tasks} tasks, {limits.requests_per_minute} requests and {held},"
                 f" {limits.latency * 1000:.0f} ms of model latency; {len(plan)} runs, {args.jobs} at once",
                 flush=True,
             )
@@ -241,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
             with ThreadPoolExecutor(args.jobs) as pool:
                 runs = list(pool.map(one, plan))
         finally:
-            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", os.path.dirname(fixed)], check=False)
+            if fixed:
+                subprocess.run(
+                    ["git", "-C", ROOT, "worktree", "remove", "--force", os.path.dirname(fixed)], check=False
+                )
     table(runs, limits)
     for note in notes:
         print(note)

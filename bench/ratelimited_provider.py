@@ -1,21 +1,33 @@
 """A rate-limited fake provider on loopback: OpenAI's Chat Completions and Anthropic's Messages, for the bench
 (bench/rate_limits.py) and the tests, standard library only.
 
-It enforces a requests-per-minute and a tokens-per-minute budget with a sliding window. Both providers say they
-enforce a minute's limit over shorter periods (600 a minute may be enforced as 10 a second), so the window is one
-second by default: a client then cannot beat the floor the limits imply (tasks / allowed rate) by a burst, as it
-could against a whole minute's budget. A request costs its estimated input tokens (its messages and system prompt at
-four characters a token; the tools' definitions are left out, so that the canonical tasks fit the bench's scaled-down
-token budget) plus its reply's output tokens (its text and calls at four characters a token), charged when it is
-admitted, and the reply's usage says those same numbers. Every answer carries the provider's own rate-limit headers:
+It enforces a minute's limits in one of two ways:
+
+  window   (Limiter) a requests-per-minute and a tokens-per-minute budget over a sliding window. Both providers say
+           they enforce a minute's limit over shorter periods (600 a minute may be enforced as 10 a second), so the
+           window is one second by default: a client then cannot beat the floor the limits imply (tasks / allowed
+           rate) by a burst, as it could against a whole minute's budget.
+  bucket   (TokenBuckets) as Anthropic documents its limits: a token bucket for each of requests, input tokens and
+           output tokens a minute, refilled continuously at the minute's figure over the minute, up to the limit,
+           rather than reset at fixed intervals; a bucket is full at the start and holds the minute's figure by
+           default (`burst`: the seconds of refill it holds). Its headers say each bucket's level (remaining, tokens
+           rounded to the nearest thousand as Anthropic rounds them) and when it is full again (reset); tokens-* is
+           the sum of input and output, as Anthropic's responses say it where no workspace limit applies.
+
+A request costs its estimated input tokens (its messages and system prompt at four characters a token; the window
+leaves the tools' definitions out, so that the canonical tasks fit its scaled-down token budget, and the buckets count
+them, as Anthropic does) plus its reply's output tokens (its text and calls at four characters a token), charged when
+it is admitted, and the reply's usage says those same numbers. Every answer carries the provider's own rate-limit
+headers:
 
   OpenAI      x-ratelimit-{limit,remaining,reset}-{requests,tokens}; resets as durations (20ms, 1s, 6m0s)
   Anthropic   anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}; resets as
-              RFC 3339 times (tokens-* is the combined budget, the most restrictive; remaining tokens not rounded)
+              RFC 3339 times (remaining tokens not rounded)
 
-The limits say the minute's figures; remaining and reset say the window's: how many more requests and tokens are
-admitted now, and when the window is whole again. Over a budget the answer is 429 with Retry-After (whole seconds,
-and OpenAI's retry-after-ms) and the provider's error body, at once; a success comes after the model's latency.
+The limits say the minute's figures; remaining and reset say the window's (or the bucket's): how many more requests
+and tokens are admitted now, and when the window is whole (the bucket full) again. Over a budget the answer is 429
+with Retry-After (whole seconds, and OpenAI's retry-after-ms) and the provider's error body, at once; a success comes
+after the model's latency.
 
 The reply to a prompt is the stub's canned reply (backends/stub_replies.json) for its first line, as tool calls, so
 that every canonical task passes when answered. It counts what it saw: requests, 429s, resends (a request whose
@@ -70,8 +82,22 @@ class Window:
     reset: float  # seconds until every charge in the window has left it
 
 
+@dataclass(frozen=True)
+class Figure:
+    """One limit as a response's headers say it: the minute's figure, what is left now, seconds until it is whole."""
+
+    limit: int
+    remaining: int
+    reset: float
+
+
+KINDS = ("requests", "tokens", "input-tokens", "output-tokens")
+
+
 class Limiter:
     """Requests and tokens per minute, enforced over a sliding window of `window` seconds (its share of them)."""
+
+    COUNTS_TOOLS = False  # in a request's input tokens
 
     def __init__(self, requests_per_minute: int, tokens_per_minute: int, window: float = 1.0) -> None:
         self.requests_per_minute = requests_per_minute
@@ -115,9 +141,93 @@ class Limiter:
             reset=self.charges[-1].at + self.window - now if self.charges else 0.0,
         )
 
+    def figures(self, now: float) -> dict[str, Figure]:
+        """Each limit as the headers say it: the minute's figure, the window's remaining and reset."""
+        window = self.state(now)
+        return {
+            "requests": Figure(self.requests_per_minute, window.remaining_requests, window.reset),
+            "tokens": Figure(self.tokens_per_minute, window.remaining_tokens, window.reset),
+            "input-tokens": Figure(self.tokens_per_minute, window.remaining_input_tokens, window.reset),
+            "output-tokens": Figure(self.tokens_per_minute, window.remaining_output_tokens, window.reset),
+        }
+
     def _expire(self, now: float) -> None:
         while self.charges and self.charges[0].at <= now - self.window:
             self.charges.popleft()
+
+
+class Bucket:
+    """One limit as a token bucket: a minute's figure refilled continuously, holding `burst` seconds' worth at most."""
+
+    def __init__(self, per_minute: int, burst: float) -> None:
+        self.per_minute = per_minute
+        self.rate = per_minute / 60
+        self.capacity = self.rate * burst
+        self.level = self.capacity  # full at the start
+        self.at = -math.inf
+
+    def refilled(self, now: float) -> float:
+        """The bucket's level now."""
+        return min(self.capacity, self.level + self.rate * max(0.0, now - self.at))
+
+    def wait(self, now: float, amount: float) -> float:
+        """Seconds until `amount` is in the bucket (0: now; math.inf: more than it ever holds)."""
+        if amount > self.capacity:
+            return math.inf
+        return max(0.0, (amount - self.refilled(now)) / self.rate)
+
+    def take(self, now: float, amount: float) -> None:
+        self.level, self.at = self.refilled(now) - amount, now
+
+    def figure(self, now: float, rounded: int = 1) -> Figure:
+        """What the headers say of it: its level, rounded to the nearest `rounded` (down to the unit when it is less
+        than one), and how long until it is full."""
+        level = self.refilled(now)
+        remaining = round(level / rounded) * rounded if level >= rounded else math.floor(level)
+        return Figure(self.per_minute, remaining, (self.capacity - level) / self.rate)
+
+
+class TokenBuckets:
+    """Requests, input tokens and output tokens per minute, each a token bucket, as Anthropic documents its limits."""
+
+    COUNTS_TOOLS = True
+    ROUNDED = 1000  # the tokens remaining, as Anthropic's headers say them
+
+    def __init__(
+        self, requests_per_minute: int, input_tokens_per_minute: int, output_tokens_per_minute: int, burst: float = 60.0
+    ) -> None:
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = input_tokens_per_minute + output_tokens_per_minute
+        self.buckets = {
+            "requests": Bucket(requests_per_minute, burst),
+            "input-tokens": Bucket(input_tokens_per_minute, burst),
+            "output-tokens": Bucket(output_tokens_per_minute, burst),
+        }
+
+    def admit(self, now: float, input_tokens: int, output_tokens: int) -> Refusal | None:
+        """Take the request from every bucket and return None, or say which bucket it waits longest for and how long."""
+        costs = {"requests": 1, "input-tokens": input_tokens, "output-tokens": output_tokens}
+        waits = {kind: bucket.wait(now, costs[kind]) for kind, bucket in self.buckets.items()}
+        longest = max(waits, key=lambda kind: waits[kind])
+        if waits[longest] > 0:
+            return Refusal(longest, waits[longest])
+        for kind, bucket in self.buckets.items():
+            bucket.take(now, costs[kind])
+        return None
+
+    def figures(self, now: float) -> dict[str, Figure]:
+        """Each bucket as the headers say it: the minute's figure, its level, seconds until it is full; tokens-* the
+        sum of input and output."""
+        found = {
+            kind: bucket.figure(now, 1 if kind == "requests" else self.ROUNDED) for kind, bucket in self.buckets.items()
+        }
+        both = [self.buckets["input-tokens"], self.buckets["output-tokens"]]
+        level = sum(bucket.refilled(now) for bucket in both)
+        remaining = round(level / self.ROUNDED) * self.ROUNDED if level >= self.ROUNDED else math.floor(level)
+        found["tokens"] = Figure(
+            self.tokens_per_minute, remaining, max(found["input-tokens"].reset, found["output-tokens"].reset)
+        )
+        return found
 
 
 def go_duration(seconds: float) -> str:
@@ -155,6 +265,7 @@ class Counts:
     resends: int
     peak_in_flight: int
     tokens: int  # charged for the requests admitted: their input and output
+    input_tokens: int = 0  # of which input
 
 
 class RateLimitedProvider:
@@ -167,13 +278,15 @@ class RateLimitedProvider:
         latency: float = 0.3,
         window: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        limiter: Limiter | TokenBuckets | None = None,
     ) -> None:
-        self.limiter = Limiter(requests_per_minute, tokens_per_minute, window)
+        """limiter: TokenBuckets for the bucket mode; by default the sliding window of these figures."""
+        self.limiter = limiter or Limiter(requests_per_minute, tokens_per_minute, window)
         self.latency = latency
         self.clock = clock
         with open(CANNED_FILE, encoding="utf-8") as f:
             self.canned: dict[str, Any] = json.load(f)
-        self.requests = self.rate_limited = self.resends = self.tokens = 0
+        self.requests = self.rate_limited = self.resends = self.tokens = self.input_tokens = 0
         self.in_flight = self.peak_in_flight = 0
         self.admitted: set[str] = set()  # the SHA-256 of each body admitted, by path
         self.replies = 0
@@ -219,7 +332,9 @@ class RateLimitedProvider:
 
     def counts(self) -> Counts:
         """What it saw so far."""
-        return Counts(self.requests, self.rate_limited, self.resends, self.peak_in_flight, self.tokens)
+        return Counts(
+            self.requests, self.rate_limited, self.resends, self.peak_in_flight, self.tokens, self.input_tokens
+        )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One keep-alive connection: requests one after another until the client closes it."""
@@ -276,7 +391,8 @@ class RateLimitedProvider:
         self.replies += 1
         text, named = self._said(messages)
         reply = self._reply(provider, text, named, self.replies)
-        input_tokens = estimated_tokens([request.get("system"), messages])
+        said = [request.get("system"), messages] + ([request.get("tools")] if self.limiter.COUNTS_TOOLS else [])
+        input_tokens = estimated_tokens(said)
         output_tokens = estimated_tokens([text, named])
         now = self.clock()
         refusal = self.limiter.admit(now, input_tokens, output_tokens)
@@ -286,6 +402,7 @@ class RateLimitedProvider:
             return 429, {**limits, **self._retry_after(provider, refusal.wait)}, self._over(provider, refusal)
         self.admitted.add(key)
         self.tokens += input_tokens + output_tokens
+        self.input_tokens += input_tokens
         usage = (
             {"prompt_tokens": input_tokens, "completion_tokens": output_tokens}
             if provider == "openai"
@@ -344,30 +461,23 @@ class RateLimitedProvider:
         }
 
     def _headers(self, provider: str, now: float) -> dict[str, str]:
-        """The provider's rate-limit headers for the window as it stands after this request."""
-        limiter, window = self.limiter, self.limiter.state(now)
+        """The provider's rate-limit headers for the limits as they stand after this request."""
+        figures = self.limiter.figures(now)
         if provider == "openai":
-            reset = go_duration(window.reset)
-            return {
-                "x-ratelimit-limit-requests": str(limiter.requests_per_minute),
-                "x-ratelimit-limit-tokens": str(limiter.tokens_per_minute),
-                "x-ratelimit-remaining-requests": str(window.remaining_requests),
-                "x-ratelimit-remaining-tokens": str(window.remaining_tokens),
-                "x-ratelimit-reset-requests": reset,
-                "x-ratelimit-reset-tokens": reset,
-            }
-        reset = rfc3339(time.time() + window.reset)
-        figures = {
-            "requests": (limiter.requests_per_minute, window.remaining_requests),
-            "tokens": (limiter.tokens_per_minute, window.remaining_tokens),
-            "input-tokens": (limiter.tokens_per_minute, window.remaining_input_tokens),
-            "output-tokens": (limiter.tokens_per_minute, window.remaining_output_tokens),
-        }
+            headers = {}
+            for kind in ("requests", "tokens"):
+                figure = figures[kind]
+                headers[f"x-ratelimit-limit-{kind}"] = str(figure.limit)
+                headers[f"x-ratelimit-remaining-{kind}"] = str(figure.remaining)
+                headers[f"x-ratelimit-reset-{kind}"] = go_duration(figure.reset)
+            return headers
+        wall = time.time()
         headers = {}
-        for name, (limit, remaining) in figures.items():
-            headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
-            headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
-            headers[f"anthropic-ratelimit-{name}-reset"] = reset
+        for kind in KINDS:
+            figure = figures[kind]
+            headers[f"anthropic-ratelimit-{kind}-limit"] = str(figure.limit)
+            headers[f"anthropic-ratelimit-{kind}-remaining"] = str(figure.remaining)
+            headers[f"anthropic-ratelimit-{kind}-reset"] = rfc3339(wall + figure.reset)
         return headers
 
     @staticmethod
@@ -382,16 +492,18 @@ class RateLimitedProvider:
         """The provider's 429 body."""
         limiter = self.limiter
         if provider == "openai":
-            per_minute = {"requests": "requests per min (RPM)", "tokens": "tokens per min (TPM)"}[refusal.budget]
-            limit = {"requests": limiter.requests_per_minute, "tokens": limiter.tokens_per_minute}[refusal.budget]
+            per_minute = "requests per min (RPM)" if refusal.budget == "requests" else "tokens per min (TPM)"
+            limit = limiter.requests_per_minute if refusal.budget == "requests" else limiter.tokens_per_minute
             again = "" if math.isinf(refusal.wait) else f" Please try again in {go_duration(refusal.wait)}."
             message = (
                 f"Rate limit reached for fake-model in organization org-fake on {per_minute}: Limit {limit}.{again}"
             )
-            error = {"message": message, "type": refusal.budget, "param": None, "code": "rate_limit_exceeded"}
+            kind = "requests" if refusal.budget == "requests" else "tokens"
+            error = {"message": message, "type": kind, "param": None, "code": "rate_limit_exceeded"}
             return json.dumps({"error": error}).encode()
+        limit = limiter.figures(self.clock())[refusal.budget].limit
         message = (
-            f"This request would exceed the rate limit for your organization of {limiter.requests_per_minute}"
-            f" requests or {limiter.tokens_per_minute} tokens per minute. Please try again later."
+            f"This request would exceed the rate limit for your organization of {limit}"
+            f" {refusal.budget.replace('-', ' ')} per minute. Please try again later."
         )
         return json.dumps({"type": "error", "error": {"type": "rate_limit_error", "message": message}}).encode()

@@ -1,5 +1,5 @@
-"""The bench's rate-limited fake provider: its sliding window, its headers and 429s as each provider writes them, what
-it counts, and 64 connections at once."""
+"""The bench's rate-limited fake provider: its sliding window and its token buckets, its headers and 429s as each
+provider writes them, what it counts, and 64 connections at once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ import threading
 import unittest
 from typing import Any
 
-from bench.ratelimited_provider import Limiter, RateLimitedProvider, Refusal, go_duration, rfc3339
+from bench.ratelimited_provider import (
+    Figure,
+    Limiter,
+    RateLimitedProvider,
+    Refusal,
+    TokenBuckets,
+    go_duration,
+    rfc3339,
+)
 
 
 class SlidingWindow(unittest.TestCase):
@@ -46,6 +54,41 @@ class SlidingWindow(unittest.TestCase):
         self.assertEqual(window.remaining_output_tokens, 1000 - 25)
         self.assertAlmostEqual(window.reset, 0.75)
         self.assertEqual(limiter.state(2.0).reset, 0.0)
+
+
+class Buckets(unittest.TestCase):
+    def test_a_full_bucket_admits_its_whole_minute_at_once_then_refills_continuously(self) -> None:
+        buckets = TokenBuckets(requests_per_minute=60, input_tokens_per_minute=6000, output_tokens_per_minute=6000)
+        for n in range(60):
+            self.assertIsNone(buckets.admit(0.0, 10, 10), n)
+        refusal = buckets.admit(0.0, 10, 10)
+        assert refusal is not None
+        self.assertEqual(refusal.budget, "requests")
+        self.assertAlmostEqual(refusal.wait, 1.0)  # one request a second comes back
+        self.assertIsNotNone(buckets.admit(0.5, 10, 10), "half a request has come back")
+        self.assertIsNone(buckets.admit(1.0, 10, 10), "a whole one has")
+
+    def test_input_tokens_are_a_bucket_of_their_own(self) -> None:
+        # 100 input tokens a second, and more than enough requests and output tokens: input is the wall.
+        buckets = TokenBuckets(6000, 6000, 60000, burst=1.0)
+        self.assertIsNone(buckets.admit(0.0, 80, 1))
+        self.assertEqual(buckets.admit(0.1, 80, 1), Refusal("input-tokens", 0.5))  # 30 in the bucket, 50 short
+        self.assertIsNone(buckets.admit(0.6, 80, 1))
+        self.assertEqual(buckets.admit(0.6, 101, 0), Refusal("input-tokens", math.inf), "more than it ever holds")
+
+    def test_the_headers_say_each_bucket_s_level_to_the_thousand_and_when_it_is_full(self) -> None:
+        buckets = TokenBuckets(600, 60_000, 30_000)  # buckets of the minute's figure: 600, 60,000 and 30,000
+        buckets.admit(0.0, 20_400, 1_000)
+        figures = buckets.figures(0.0)
+        self.assertEqual(figures["requests"], Figure(600, 599, 0.1))
+        self.assertEqual(figures["input-tokens"].remaining, 40_000)  # 39,600, to the nearest thousand
+        self.assertAlmostEqual(figures["input-tokens"].reset, 20.4)  # 20,400 tokens back at 1,000 a second
+        self.assertEqual(figures["output-tokens"].remaining, 29_000)
+        self.assertAlmostEqual(figures["output-tokens"].reset, 2.0)
+        self.assertEqual(figures["tokens"].limit, 90_000)  # input and output together, as Anthropic says them
+        self.assertEqual(figures["tokens"].remaining, 69_000)  # 68,600
+        self.assertAlmostEqual(figures["tokens"].reset, 20.4)
+        self.assertEqual(buckets.figures(30.0)["input-tokens"], Figure(60_000, 60_000, 0.0))
 
 
 class WireFormats(unittest.TestCase):
@@ -137,6 +180,24 @@ class OverLoopback(unittest.TestCase):
         self.assertEqual((status, headers["retry-after"]), (429, "1"))
         self.assertNotIn("retry-after-ms", headers)
         self.assertEqual((reply["type"], reply["error"]["type"]), ("error", "rate_limit_error"))
+
+    def test_anthropic_over_its_input_tokens_bucket_is_a_429_naming_it_and_counts_the_tools(self) -> None:
+        # 1,200 input tokens a minute, in a bucket of a second's refill: 20, less than one request with its tools.
+        limiter = TokenBuckets(600, 1200, 60_000, burst=1.0)
+        fake = RateLimitedProvider(latency=0.0, clock=lambda: 100.0, limiter=limiter).start()
+        self.addCleanup(fake.close)
+        body = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": GET}]}
+        status, headers, reply = post(fake.port, "/v1/messages", body)
+        self.assertEqual((status, reply["error"]["type"]), (429, "rate_limit_error"))
+        self.assertIn("of 1200 input tokens per minute", reply["error"]["message"])
+        self.assertNotIn("retry-after", headers)  # never admitted, however long it waits
+
+        fake = RateLimitedProvider(latency=0.0, clock=lambda: 100.0, limiter=TokenBuckets(600, 10**6, 10**6)).start()
+        self.addCleanup(fake.close)
+        tools = [{"name": "imageman_asset_get", "description": "x" * 400, "input_schema": {"type": "object"}}]
+        without = post(fake.port, "/v1/messages", body)[2]["usage"]["input_tokens"]
+        counted = post(fake.port, "/v1/messages", {**body, "tools": tools})[2]["usage"]["input_tokens"]
+        self.assertGreater(counted, without + 100)  # the tools' 400 characters and more
 
     def test_a_refusal_is_answered_with_text_and_no_call(self) -> None:
         fake = self.fake()
