@@ -252,10 +252,13 @@ class Pacer:
                 self._first_until = now + PROBE_WAIT
             if self._limits or self._rates:  # what this attempt takes is no longer left to the next
                 costs = _costs(cost)
+                for kind, rate in self._rates.items():
+                    # Taken from what is left over a second's refill, it is no turn at the rate: the next one's
+                    # turn comes from now, however many went before it so.
+                    due = now if self._spare(kind, costs[kind]) else max(self._next.get(kind, now), now)
+                    self._next[kind] = due + costs[kind] / rate
                 for kind, (remaining, reset, at) in self._limits.items():
                     self._limits[kind] = (remaining - costs[kind], reset, at)
-                for kind, rate in self._rates.items():
-                    self._next[kind] = max(self._next.get(kind, now), now) + costs[kind] / rate
             return self._sent, self._tokens_sent, now
 
     def _wait_turn(self, cost: tuple[int, int], deadline: float) -> None:
@@ -286,10 +289,10 @@ class Pacer:
             return self._held_until - now
         if not self._heard and self._in_flight and now < self._first_until:
             return 1.0  # the first response says what the limits are (a notify's wait), unless it is slow to come
-        spaced = max(self._next.values(), default=0.0)
+        costs = _costs(cost)
+        spaced = max((due for kind, due in self._next.items() if not self._spare(kind, costs[kind])), default=0.0)
         if spaced > now:
             return spaced - now
-        costs = _costs(cost)
         for kind in list(self._limits):
             remaining, reset, at = self._limits[kind]
             rate = self._rates.get(kind)
@@ -315,6 +318,13 @@ class Pacer:
                 return reset - now
         self._calm = self._heard and not self._limits and not self._rates and self._concurrency >= self.ceiling
         return 0.0 if self._in_flight < self._concurrency else 1.0
+
+    def _spare(self, kind: str, cost: int) -> bool:
+        """Whether what the provider last said is left of a limit, less what went since, covers this cost and a
+        second's refill besides: a token bucket fuller than a window's share of the minute (Anthropic's, which
+        refills up to the minute's figure) is spent at once down to that share, and spread at the rate from there."""
+        told = self._limits.get(kind)
+        return told is not None and told[0] - cost >= self._rates[kind]
 
     def release(self, ticket: Ticket, status: int | None, headers: Mapping[str, str]) -> None:
         """An attempt is over: its response's status and headers (None when it got none) say what is left."""

@@ -474,16 +474,31 @@ class Spacing(TempDirTestCase):
         return seen
 
     def test_requests_go_no_faster_than_the_minutes_limit_spread_over_it(self) -> None:
-        # 120 a minute, 110 left: nothing is spent, yet a window shorter than the minute must not see a burst.
+        # 120 a minute, and what is left no more than a second's share of it, as a window shorter than the minute says:
+        # that window must not see a burst.
         headers = {
             "x-ratelimit-limit-requests": "120",
-            "x-ratelimit-remaining-requests": "110",
-            "x-ratelimit-reset-requests": "5s",
+            "x-ratelimit-remaining-requests": "2",
+            "x-ratelimit-reset-requests": "1s",
         }
         seen = self.arrivals(headers, 5)
         gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(seen[1:])]
         for gap in gaps:
             self.assertGreaterEqual(gap, 0.45, gaps)  # 0.51 s apart, less what the server's clock adds between
+
+    def test_a_bucket_fuller_than_a_seconds_refill_is_spent_at_once_as_anthropic_s_refills_up_to_the_minute(
+        self,
+    ) -> None:
+        # 60 a minute, 50 left, full again in 10 s: a token bucket holding the minute's figure, as Anthropic documents
+        # its limits, has room for a burst now, which spreading one a second would waste.
+        headers = {
+            "anthropic-ratelimit-requests-limit": "60",
+            "anthropic-ratelimit-requests-remaining": "50",
+            "anthropic-ratelimit-requests-reset": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10)),
+        }
+        seen = self.arrivals(headers, 6)
+        self.assertEqual(seen[0][1], 1)  # the first alone, to learn the limits
+        self.assertGreater(max(flying for _, flying in seen[1:]), 1, seen)  # then together, not one a second
 
     def test_the_first_request_goes_alone_and_the_rest_as_the_ceiling_allows(self) -> None:
         seen = self.arrivals({}, 8)
@@ -580,7 +595,8 @@ class RateLimitedWave(TempDirTestCase):
         self.assertLessEqual(len(agent.received), 2)  # what the rest would have sent, it did not
         self.assertIn("the rate limits stopped the run", out.splitlines()[-1])
         self.assertIn("2 requests in a row ended rate-limited (reply:rate-limited), the rest were not sent", err)
-        self.assertIn("rate-limited", open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8").read())
+        with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as junit:
+            self.assertIn("rate-limited", junit.read())
 
     def test_merge_keeps_the_reason_of_a_shard_the_rate_limits_stopped(self) -> None:
         spent = {"Retry-After": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
