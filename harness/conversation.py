@@ -4,7 +4,6 @@ whole trial taken together for scoring."""
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -61,7 +60,8 @@ class ToolPlayer:
     def __init__(self, scripts: Mapping[str, ToolScript], world: World | None = None) -> None:
         self.scripts = scripts
         self.world = world
-        self.calls: Counter[tuple[str, int | None]] = Counter()  # (tool, case index or None for the rest) -> calls
+        # (tool, case index or None for the rest) -> calls; a dict: every trial makes one, and a Counter costs more
+        self.calls: dict[tuple[str, int | None], int] = {}
 
     def play(self, calls: Sequence[ToolCall]) -> tuple[ToolResult, ...]:
         """A result per call, in order: from its tool's first matching case, else its default, else the fixed text."""
@@ -87,8 +87,8 @@ class ToolPlayer:
         self, call: ToolCall, results: Sequence[Any], source: ResultSource, case: int | None = None
     ) -> ToolResult:
         """The next of these results for the call (the last repeating), with the call's echoes filled in."""
-        number = self.calls[call.name, case]
-        self.calls[call.name, case] += 1
+        number = self.calls.get((call.name, case), 0)
+        self.calls[call.name, case] = number + 1
         return ToolResult(call, echoed(results[min(number, len(results) - 1)], call.args), source, case)
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import (
-    NO_BUDGET,
     ArgMatch,
     EndState,
     Expect,
@@ -49,9 +48,9 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
     reply: the trial's steps taken together; turns: its steps one by one. Tokens the backend did not report, for the
     trial or for some of its steps, cannot be said to be within a maxTokens budget: an error, never a pass.
     """
-    if outcome.status != "pass":
+    budget = task.budget
+    if outcome.status != "pass" or budget is None:  # without a budget, only the loop rule, which the conversation keeps
         return outcome
-    budget = task.budget or NO_BUDGET
     calls = reply.tool_calls
     if budget.max_tool_calls is not None and len(calls) > budget.max_tool_calls:
         return Outcome("fail", "budget:tool-calls", _over(len(calls), "tool call", budget.max_tool_calls))
