@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from backends.gemini_schema import gemini_schema
 from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
 from backends.provider import (
     MAX_TOKENS,
@@ -102,6 +101,8 @@ class GeminiBackend(ProviderBackend):
     @classmethod
     def schema_notes(cls, tools: Sequence[Tool]) -> list[str]:
         """What of each tool's inputSchema is not sent to Gemini, one line per keyword."""
+        from backends.gemini_schema import gemini_schema  # made for validate and a run on Gemini: not every run
+
         return [
             f"{tool.name}: inputSchema{where} is not sent (Gemini's function parameters do not take it)"
             for tool in tools
@@ -140,6 +141,8 @@ class GeminiBackend(ProviderBackend):
         declaration: dict[str, Any] = {"name": self.names.provider(tool.name)}
         if tool.description:
             declaration["description"] = tool.description
+        from backends.gemini_schema import gemini_schema
+
         parameters = gemini_schema(tool.name, tool.input_schema)[0]
         if parameters.get("properties") or parameters.get("type") not in ("OBJECT", None):
             declaration["parameters"] = parameters  # Gemini refuses an object without properties: none is sent

@@ -23,13 +23,13 @@ from harness.text import JSON_DEPTH, nested_deeper
 # A provider that rejects the key rejects it for every task: the run stops after the first.
 KEY_REJECTED = "reply:key-rejected"
 # What a 4xx other than 401 and 403 says when the key or the account is the problem: a gateway (LiteLLM: "No connected
-# db", when its key store is missing) or a provider (Gemini: "API key not valid") may answer 400 for it.
-KEY_PROBLEM = re.compile(
-    r"invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api[ _-]?key|api key not valid|api_key_invalid|no connected db"
-    r"|authentication[ _](?:error|failed)|invalid authentication",
-    re.IGNORECASE,
+# db", when its key store is missing) or a provider (Gemini: "API key not valid") may answer 400 for it. This and STATUS
+# are compiled (and cached by re) when an error first needs them, not by every run, which imports this module.
+KEY_PROBLEM = (
+    r"(?i)invalid[ _-]?(?:x-)?api[ _-]?key|incorrect api[ _-]?key|api key not valid|api_key_invalid|no connected db"
+    r"|authentication[ _](?:error|failed)|invalid authentication"
 )
-STATUS = re.compile(r"HTTP (4\d\d)\b")
+STATUS = r"HTTP (4\d\d)\b"
 MESSAGE_CHARS = 500  # of a provider's error message quoted in a reason: a gateway may send a page of it on every task
 MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
 MAX_TOKENS = Setting(
@@ -243,8 +243,8 @@ class ProviderBackend:
         try:
             body, attempts = self.transport.post_json(payload)
         except BackendError as err:
-            status = STATUS.match(err.reason) if err.code == "reply:http-status" else None
-            if err.code == "reply:auth" or (status and KEY_PROBLEM.search(err.reason)):
+            status = re.match(STATUS, err.reason) if err.code == "reply:http-status" else None
+            if err.code == "reply:auth" or (status and re.search(KEY_PROBLEM, err.reason)):
                 reason = f"{self.settings.key_variable} was rejected by {self.transport.shown_url}: {err.reason}"
                 self._rejected = reason
                 raise BackendError(KEY_REJECTED, reason, err.attempts) from None
