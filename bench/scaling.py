@@ -3,6 +3,9 @@ cold start, and concurrency efficiency; every figure a median of interleaved run
 
 Run: python3 bench/scaling.py           (about five minutes on 2 cores)
      python3 bench/scaling.py --quick   (N = 1,000 and 10,000 only, fewer repeats: about a minute)
+     python3 bench/scaling.py --quick --against TREE [--against TREE ...]
+        (TREE: another checkout's folder, e.g. `git worktree add /tmp/before REV`: its scaling rows and cold start are
+        measured interleaved with this checkout's, each row against the same bare loop or interpreter run)
 
 The agent is a loopback HTTP/1.1 server on asyncio (one thread, no per-connection threads to contend for the GIL), in
 this process; the harness and the bare loop each run as a process of their own, timed from outside.
@@ -18,6 +21,7 @@ this process; the harness and the bare loop each run as a process of their own, 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -174,14 +178,15 @@ def measured(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, flo
 
 
 def harness(
-    agent: Agent | ThreadedAgent, tasks: str, runs: int, concurrency: int | None, folder: str
+    agent: Agent | ThreadedAgent, tasks: str, runs: int, concurrency: int | None, folder: str, tree: str = ROOT
 ) -> dict[str, float]:
-    """One real CLI run: its wall time, CPU time, peak RSS, run time (durationMs), GC pauses and results size."""
+    """One real CLI run of the checkout in `tree`: its wall time, CPU time, peak RSS, run time (durationMs), GC pauses
+    and results size."""
     results = os.path.join(folder, "results.json")
     env = environment(EVAL_AGENT_URL=agent.url, EVAL_TASKS=tasks, EVAL_RUNS=str(runs), EVAL_RESULTS=results)
     if concurrency is not None:  # else the harness's default
         env["EVAL_CONCURRENCY"] = str(concurrency)
-    wall, cpu, stderr = measured([PYTHON, "-c", GC_PROBE, SCRIPT], env, folder)
+    wall, cpu, stderr = measured([PYTHON, "-c", GC_PROBE, os.path.join(tree, "eval_agent.py")], env, folder)
     with open(results, encoding="utf-8") as f:
         document = json.load(f)
     assert document["passed"] == document["total"], "every trial must pass"
@@ -206,30 +211,45 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
 
 
 def scaling(
-    agent: ThreadedAgent, folder: str, sizes: list[tuple[int, int, int]]
+    agent: ThreadedAgent, folder: str, sizes: list[tuple[int, int, int]], trees: list[str]
 ) -> dict[tuple[int, int], dict[str, float]]:
+    """The scaling rows of each checkout (this one first), its runs interleaved with the others' and the bare loop's;
+    this checkout's figures, by (tasks, runs)."""
     print(
         "scaling     the harness at its default concurrency (4) against a bare keep-alive http.client loop, each a"
         " whole process,\n            on a ThreadingHTTPServer agent at latency 0; the median of interleaved pairs"
     )
     print(
-        "            tasks   runs   trials   harness s   bare s   ratio (spread)     CPU/trial   peak RSS"
-        "   bytes/trial   gc pauses"
+        f"            {'checkout  ' if len(trees) > 1 else ''}tasks   runs   trials   harness s   bare s"
+        "   ratio (spread)     CPU/trial   peak RSS   bytes/trial   gc pauses"
     )
     figures = {}
     for count, runs, pairs in sizes:
         tasks = write_tasks(folder, count)
-        rows = [(harness(agent, tasks, runs, None, folder), bare(agent, count * runs, folder)) for _ in range(pairs)]
-        ratios = [run["wall"] / loop for run, loop in rows]
-        run, loop = sorted(rows, key=lambda row: row[0]["wall"] / row[1])[len(rows) // 2]
-        figures[(count, runs)] = run
-        trials = count * runs
-        print(
-            f"            {count:>6} {runs:>6} {trials:>8} {run['wall']:>11.2f} {loop:>8.2f}"
-            f"   {spread(ratios):<17} {run['cpu'] / trials * 1e6:>6.0f} us {run['rss']:>7.1f} MB"
-            f" {run['bytes'] / trials:>10.0f}   {run['gc'] * 1000:>6.0f} ms"
-        )
+        rows: dict[str, list[tuple[dict[str, float], float]]] = {tree: [] for tree in trees}
+        for _ in range(pairs):
+            loop = bare(agent, count * runs, folder)
+            for tree in trees:
+                rows[tree].append((harness(agent, tasks, runs, None, folder, tree), loop))
+        for tree in trees:
+            ratios = [run["wall"] / loop for run, loop in rows[tree]]
+            run, loop = sorted(rows[tree], key=lambda row: row[0]["wall"] / row[1])[len(ratios) // 2]
+            if tree == ROOT:
+                figures[(count, runs)] = run
+            trials = count * runs
+            print(
+                f"            {label(tree) if len(trees) > 1 else ''}{count:>6} {runs:>6} {trials:>8}"
+                f" {run['wall']:>11.2f} {loop:>8.2f}   {spread(ratios):<17} {run['cpu'] / trials * 1e6:>6.0f} us"
+                f" {run['rss']:>7.1f} MB {run['bytes'] / trials:>10.0f}   {run['gc'] * 1000:>6.0f} ms"
+            )
     return figures
+
+
+def label(tree: str) -> str:
+    """A checkout as the tables name it: its commit, or its folder's name; ten characters."""
+    commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    name = commit.stdout.strip() if commit.returncode == 0 else os.path.basename(tree.rstrip(os.sep))
+    return f"{name[:8]:<10}"
 
 
 def memory(figures: dict[tuple[int, int], dict[str, float]], folder: str) -> None:
@@ -256,19 +276,24 @@ def memory(figures: dict[tuple[int, int], dict[str, float]], folder: str) -> Non
             print(f"            peak RSS at {trials}: {figures[key]['rss']:.1f} MB")
 
 
-def cold_start(folder: str) -> None:
+def cold_start(folder: str, trees: list[str]) -> None:
     env = environment(EVAL_RESULTS=os.path.join(folder, "stub.json"), EVAL_CANARY="canary-bench")
-    subprocess.run([PYTHON, SCRIPT], env=env, stdout=subprocess.DEVNULL, check=True)  # warm the file cache
-    floor, stub = [], []
+    scripts = {tree: os.path.join(tree, "eval_agent.py") for tree in trees}
+    for script in scripts.values():
+        subprocess.run([PYTHON, script], env=env, stdout=subprocess.DEVNULL, check=True)  # warm the file cache
+    floor: list[float] = []
+    stub: dict[str, list[float]] = {tree: [] for tree in trees}
     for _ in range(20):
         floor.append(measured([PYTHON, "-c", "pass"], env, folder)[0])
-        stub.append(measured([PYTHON, SCRIPT], env, folder)[0])
-    ratios = [s / f for s, f in zip(stub, floor, strict=True)]
-    print(
-        f"cold start  python3 eval_agent.py on the stub: {statistics.median(stub) * 1000:.0f} ms,"
-        f" python3 -c pass: {statistics.median(floor) * 1000:.0f} ms, ratio {spread(ratios)}"
-        f"  (median of 20 interleaved; {PYTHON})"
-    )
+        for tree, script in scripts.items():
+            stub[tree].append(measured([PYTHON, script], env, folder)[0])
+    for tree in trees:
+        ratios = [s / f for s, f in zip(stub[tree], floor, strict=True)]
+        print(
+            f"cold start  {label(tree) if len(trees) > 1 else ''}python3 eval_agent.py on the stub:"
+            f" {statistics.median(stub[tree]) * 1000:.0f} ms, python3 -c pass: {statistics.median(floor) * 1000:.0f}"
+            f" ms, ratio {spread(ratios)}  (median of 20 interleaved; {PYTHON})"
+        )
     base = _import_times([PYTHON, "-X", "importtime", "-c", "pass"], env, folder)
     ours = _import_times([PYTHON, "-X", "importtime", SCRIPT], env, folder)
     added = {name: times for name, times in ours.items() if name not in base}
@@ -339,16 +364,22 @@ def efficiency(agent: Agent, folder: str, repeats: int) -> None:
 
 
 def main() -> None:
-    quick = "--quick" in sys.argv[1:]
-    # The harness as it runs from its second time on: bytecode cached (this machine sets PYTHONDONTWRITEBYTECODE).
-    subprocess.run([PYTHON, "-m", "compileall", "-q", "-x", r"[/\\]\.venv", ROOT], check=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 1,000 and 10,000 only, fewer repeats")
+    parser.add_argument("--against", action="append", default=[], metavar="TREE", help="another checkout's folder")
+    args = parser.parse_args()
+    quick = args.quick
+    trees = [ROOT, *(os.path.abspath(tree) for tree in args.against)]
+    for tree in trees:
+        # The harness as it runs from its second time on: bytecode cached (this machine sets PYTHONDONTWRITEBYTECODE).
+        subprocess.run([PYTHON, "-m", "compileall", "-q", "-x", r"[/\\]\.venv", tree], check=True)
     agent, threaded = Agent(), ThreadedAgent()
     sizes = [(1000, 1, 5), (1000, 5, 3), (10_000, 1, 3), (10_000, 5, 1)]
     sizes += [] if quick else [(50_000, 1, 1), (50_000, 5, 1)]
     with tempfile.TemporaryDirectory() as folder:
-        figures = scaling(threaded, folder, sizes)
+        figures = scaling(threaded, folder, sizes, trees)
         memory(figures, folder)
-        cold_start(folder)
+        cold_start(folder, trees)
         efficiency(agent, folder, 3 if quick else 10)
 
 
