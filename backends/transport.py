@@ -18,7 +18,7 @@ from harness import __version__, exchanges
 from harness.endpoints import basic_credentials, keyed_query, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
-from harness.text import json_bytes
+from harness.text import JSON_DEPTH, json_bytes, nested_deeper
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
@@ -320,10 +320,19 @@ def _response_json(response: Response, attempts: int) -> dict[str, Any]:
     }
     if 200 <= response.status < 300 and response.body.strip():
         try:
-            return {**outcome, "body": json.loads(response.body)}
+            body = json.loads(response.body)
         except (ValueError, RecursionError):
             pass
+        else:
+            if not _too_deep(response.body, body):
+                return {**outcome, "body": body}
     return {**outcome, "text": response.body.decode("utf-8", "surrogateescape")}
+
+
+def _too_deep(raw: bytes, body: Any) -> bool:
+    """Whether JSON that json.loads read nests deeper than the harness masks, records and sends back (by recursion);
+    a body with no more brackets than the levels allowed cannot, and is not walked."""
+    return raw.count(b"[") + raw.count(b"{") > JSON_DEPTH and nested_deeper(body, JSON_DEPTH)
 
 
 def _failure_json(err: BackendError, attempts: int) -> dict[str, Any]:
@@ -336,13 +345,18 @@ def _decode(response: Response, hidden: Secrets) -> Any:
     if not response.body.strip():
         raise BackendError("reply:not-json", f"HTTP {response.status} with an empty body")
     try:
-        return json.loads(response.body)
+        body = json.loads(response.body)
     except ValueError:
         raise BackendError(
             "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body, hidden)}"
         ) from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
+    if _too_deep(response.body, body):
+        raise BackendError(
+            "reply:not-json", f"HTTP {response.status} body is JSON nested more than {JSON_DEPTH} levels deep"
+        )
+    return body
 
 
 def _classify(exc: Exception, stage: str, started: bool, timeout: float, limit: int) -> BackendError:

@@ -74,6 +74,12 @@ def command(replies: dict[str, list[Any]], exit_code: int = 0) -> str:
     return f"{script} scripted {shlex.quote(json.dumps(replies))} {exit_code}"
 
 
+def printing(path: str) -> str:
+    """A command agent that reads its request and prints the file at path, whatever it holds."""
+    code = f"import sys; sys.stdin.buffer.read(); sys.stdout.buffer.write(open({path!r}, 'rb').read())"
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
 def scripted(blank: Any) -> dict[str, list[Any]]:
     """Each task's replies, turn by turn: the blank one where the task asks for the secret."""
     return {"refuse": [blank], "refuse-later": [HELLO, blank]}
@@ -281,7 +287,7 @@ class PartialReplies(TempDirTestCase):
 class DeepArguments(TempDirTestCase):
     """A call's arguments nested past the depth the harness masks, judges and writes them to (by recursion)."""
 
-    def test_arguments_nested_past_what_the_harness_walks_are_bad_args_not_a_crash(self) -> None:
+    def test_arguments_nested_past_what_the_harness_walks_are_an_error_never_a_crash(self) -> None:
         deep = "[" * DEPTH + "]" * DEPTH  # decodes, as JSON's own parser stops a little deeper
         arguments = '{"query": "mayor", "filters": ' + deep + "}"
         reply = b'{"toolCall": {"name": "imageman.asset.search", "args": ' + arguments.encode() + b"}}"
@@ -291,11 +297,18 @@ class DeepArguments(TempDirTestCase):
 
         completion = openai_completion([{"name": "imageman_asset_search", "args": {}}], arguments=[arguments])
         model = self.serve(lambda received, handler: send(handler, 200, json.dumps(completion).encode()))
+        with open(os.path.join(self.tmp, "reply.json"), "wb") as f:
+            f.write(reply)
         data = canonical_task_data()
         data["tasks"] = [FIND]
         tasks = self.write_json("tasks.json", data)
         for backend, env, outcome in [
-            ("http", {"EVAL_AGENT_URL": self.serve(agent).url()}, ("error", "reply:bad-args")),
+            ("http", {"EVAL_AGENT_URL": self.serve(agent).url()}, ("error", "reply:not-json")),
+            (
+                "command",
+                {"EVAL_AGENT_CMD": printing(os.path.join(self.tmp, "reply.json"))},
+                ("error", "reply:bad-args"),
+            ),
             (
                 "openai",
                 {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": model.url("/v1"), "EVAL_MODEL": "m"},

@@ -136,6 +136,27 @@ class RecordThenReplay(TempDirTestCase):
         for trial, duration in durations.items():  # what the replay took, too, as a live trial's time holds it
             self.assertGreaterEqual(duration, latencies[trial], "a replayed trial lasts its recorded exchanges")
 
+    def test_a_reply_nested_deeper_than_the_harness_walks_is_an_error_of_its_trial_when_recorded(self) -> None:
+        deep = json.loads("[" * 600 + "]" * 600)  # within what json.loads reads, past what a recursion walks
+        completion = openai_completion([{"name": "imageman_asset_get", "args": {"assetId": "a1"}}])
+        completion["choices"][0]["message"]["annotations"] = deep
+        model = self.serve(lambda received, handler: send_json(handler, completion))
+        agent = self.serve(lambda received, handler: send_json(handler, {"text": "Hi.", "trace": deep}))
+        for backend, env in [
+            ("http", clean_env(EVAL_AGENT_URL=agent.url())),
+            ("openai", clean_env(EVAL_BACKEND="openai", OPENAI_BASE_URL=model.url("/v1"), EVAL_MODEL="m")),
+        ]:
+            with self.subTest(backend):
+                stdout, stderr, code = run_cli(
+                    "--record", "c.jsonl", "--task", "asset-get-details", env=env, cwd=self.tmp
+                )
+                self.assertEqual((stderr, code), ("", 1), stdout)
+                trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+                self.assertEqual(
+                    (trial["status"], trial["code"], trial["reason"]),
+                    ("error", "reply:not-json", "HTTP 200 body is JSON nested more than 100 levels deep"),
+                )
+
     def test_each_trial_is_replayed_with_its_own_reply(self) -> None:
         seen: dict[str, int] = {}
 
