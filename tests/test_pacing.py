@@ -38,6 +38,7 @@ from tests.support import (
     Received,
     Respond,
     TempDirTestCase,
+    backend_for,
     canned,
     clean_env,
     run_cli,
@@ -597,6 +598,21 @@ class RateLimitedWave(TempDirTestCase):
         self.assertIn("2 requests in a row ended rate-limited (reply:rate-limited), the rest were not sent", err)
         with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as junit:
             self.assertIn("rate-limited", junit.read())
+
+    def test_a_provider_whose_429s_only_say_retry_after_stops_the_run_once_a_wave_waited_out_the_bound(self) -> None:
+        # The provider: every request 429 with a Retry-After and nothing else. Each request waits out the bound
+        # on rate limits (600 s, brought within a test), then ends rate-limited; the first wave stops the run.
+        agent = self.serve(
+            lambda received, handler: send_json(handler, {"error": "slow down"}, 429, {"Retry-After": "1"})
+        )
+        backend = backend_for({"EVAL_AGENT_URL": agent.url()})
+        tasks = load_task_file(CANONICAL_TASKS).tasks
+        results: list[Result] = []
+        with mock.patch("backends.transport.RATE_LIMIT_WAIT", 2.0):
+            ending = run_jobs(backend, tasks, concurrency=3, on_result=results.append)
+        self.assertTrue(ending.rate_limited)
+        self.assertLessEqual(len(results), 3)
+        self.assertEqual({result.reply.error_code for result in results}, {RATE_LIMITED})
 
     def test_merge_keeps_the_reason_of_a_shard_the_rate_limits_stopped(self) -> None:
         spent = {"Retry-After": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
