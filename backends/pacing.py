@@ -297,12 +297,10 @@ class Pacer:
             remaining, reset, at = self._limits[kind]
             rate = self._rates.get(kind)
             if rate is not None:
-                # What is left refills at the limit's rate since the request that said so went, whole at its reset.
-                if reset <= now:
-                    del self._limits[kind]
-                    continue
+                # What is left refills at the limit's rate since the request that said so went, whole at its reset;
+                # what it said stays past the reset, the least there is of it still, until the next response says more.
                 left = remaining + rate * (now - at)
-                if left < costs[kind]:
+                if reset > now and left < costs[kind]:
                     return min(reset - now, (costs[kind] - left) / rate)
                 continue
             if reset <= now and kind in self._probing:  # no response said what is left: it goes unheld
@@ -378,6 +376,7 @@ class Pacer:
         with self._lock:
             now = time.monotonic()
             requests = self._limits.get("requests")
+            requests = requests if requests and requests[1] > now else None  # past its reset: whole again
             held = max(self._held_until - now, requests[1] - now if requests and requests[0] <= 0 else 0.0)
             return Pacing(
                 ceiling=self.ceiling,

@@ -501,6 +501,16 @@ class Spacing(TempDirTestCase):
         self.assertEqual(seen[0][1], 1)  # the first alone, to learn the limits
         self.assertGreater(max(flying for _, flying in seen[1:]), 1, seen)  # then together, not one a second
 
+    def test_a_full_bucket_whose_reset_is_now_is_spent_at_once_too(self) -> None:
+        # A bucket barely spent is full again within a fraction of a second: what its response said is left still is.
+        headers = {
+            "x-ratelimit-limit-requests": "60",
+            "x-ratelimit-remaining-requests": "50",
+            "x-ratelimit-reset-requests": "0s",
+        }
+        seen = self.arrivals(headers, 6)
+        self.assertGreater(max(flying for _, flying in seen[1:]), 1, seen)
+
     def test_the_first_request_goes_alone_and_the_rest_as_the_ceiling_allows(self) -> None:
         seen = self.arrivals({}, 8)
         self.assertEqual(seen[0][1], 1)
