@@ -514,6 +514,17 @@ def polling_task(results: Any, budget: dict[str, Any] | None = None) -> dict[str
     }
 
 
+def polled_in_turn_2(results: Any) -> dict[str, Any]:
+    """The polling task, its three calls asked for by its second turn's own expectation."""
+    task = polling_task(results)
+    trajectory = task.pop("expect")
+    return {
+        **task,
+        "turns": [{"prompt": "Is it done yet?", "expect": trajectory}],
+        "expect": {"tool": "imageman.asset.get"},
+    }
+
+
 class Validate(TempDirTestCase):
     def test_validate_warns_where_a_tasks_own_expected_trajectory_would_be_stopped_as_a_loop(self) -> None:
         from harness.subcommands.validate import self_loops
@@ -529,6 +540,8 @@ class Validate(TempDirTestCase):
             ("a sequence whose last repeats", polling_task({"sequence": [PENDING]}), [loop]),
             ("maxRepeats 4", polling_task(PENDING, {"maxRepeats": 4}), []),
             ("maxRepeats null", polling_task(PENDING, {"maxRepeats": None}), []),
+            ("in a turn's own expectation", polled_in_turn_2(PENDING), [loop.replace("turn 1", "turn 2")]),
+            ("in a turn's own, changing", polled_in_turn_2({"sequence": [PENDING, PENDING, DONE]}), []),
         ]
         for name, data, expected in cases:
             with self.subTest(name):

@@ -11,7 +11,7 @@ from harness.conversation import UNSCRIPTED, ToolPlayer
 from harness.endpoints import environment_secrets
 from harness.flags import Parser
 from harness.leaks import Secrets
-from harness.records import NO_BUDGET, ExpectRefusal, Reply, Step, TaskFile, Tool, ToolCall
+from harness.records import NO_BUDGET, ExpectRefusal, ExpectTool, Reply, Step, Task, TaskFile, Tool, ToolCall
 from harness.reporters.console import say
 from harness.schema import compile_schema
 from harness.scoring import repeated_steps
@@ -114,33 +114,49 @@ def answer_tasks(task_file: TaskFile) -> list[str]:
 
 
 def self_loops(task_file: TaskFile) -> list[str]:
-    """Tasks whose own expected trajectory the loop rule would stop: maxRepeats calls alike in a row, each (made one
-    step at a time) given the same scripted result. A tool an environment answers could answer each differently."""
+    """Tasks whose own expected trajectory (the task's, or a turn's own) the loop rule would stop: maxRepeats calls
+    alike in a row of a turn, each (made one step at a time) given the same scripted result."""
     warnings = []
     for task in task_file.tasks:
         repeats = (task.budget or NO_BUDGET).max_repeats
-        if repeats is None or not task.tool_results:
-            continue
-        player = ToolPlayer(task.tool_results)
-        steps: list[Step] = []
-        for expected in task.expect.steps:
-            if expected.tool not in task.tool_results and task.environment is not None:
-                break
-            turn = expected.turn or 1
-            call = ToolCall(
-                expected.tool, {key: match.values[0] for key, match in expected.arg_values.items()}, turn=turn
+        loop = _own_loop(task, repeats) if repeats is not None and task.tool_results else None
+        if loop is not None:
+            warnings.append(
+                f"{task.id}: made one step at a time, its expected trajectory is a loop: {loop}; script results"
+                " that change (a sequence), or raise maxRepeats"
             )
-            if steps and steps[-1].reply.tool_calls[0].turn != turn:
-                steps = []
+    return warnings
+
+
+def _own_loop(task: Task, repeats: int) -> str | None:
+    """The loop a correct agent's calls would be stopped as, played turn by turn as the task expects them; None when
+    they would not be, or when a tool an environment answers (each call perhaps differently) comes first."""
+    player = ToolPlayer(task.tool_results)
+    for turn, expected in _expected_by_turn(task):
+        steps: list[Step] = []
+        for step in expected:
+            if step.tool not in task.tool_results and task.environment is not None:
+                return None
+            call = ToolCall(step.tool, {key: match.values[0] for key, match in step.arg_values.items()}, turn=turn)
             steps.append(Step(Reply((call,)), player.play((call,))))
             loop = repeated_steps(steps, repeats, turn)
             if loop is not None:
-                warnings.append(
-                    f"{task.id}: made one step at a time, its expected trajectory is a loop: {loop}; script results"
-                    " that change (a sequence), or raise maxRepeats"
-                )
-                break
-    return warnings
+                return loop
+    return None
+
+
+def _expected_by_turn(task: Task) -> list[tuple[int, tuple[ExpectTool, ...]]]:
+    """The calls each turn is expected to make, turn by turn: its own expectation's, else the task's own steps in it
+    (a step that names no turn in the first, unless a turn has an expectation of its own)."""
+    own = task.turn_expects
+    by_turn = []
+    for number in range(1, len(task.turns) + 2):
+        mine = own[number - 1] if number <= len(own) else None
+        if mine is not None:
+            by_turn.append((number, mine.steps))
+        else:
+            by_turn.append((number, tuple(s for s in task.expect.steps if (s.turn or (0 if own else 1)) == number)))
+    return by_turn
 
 
 def coverage(task_file: TaskFile) -> tuple[dict[str, tuple[list[str], list[str]]], dict[str, tuple[int, int]]]:
