@@ -8,10 +8,10 @@ imports every backend to know its flags, and only the one chosen sends anything.
 process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
 
 Every exchange goes through one seam (harness/exchanges.py), where a run that records or replays installs its cassette
-once before the first request: `exchanges.exchange(request, send, hidden)`, where `request` is what the backend built
-for the wire and `send` makes the real exchange and returns what it gave as JSON. A backend that posts through
-backends/transport.py's Transport gets it for free; one with wire code of its own (command, stub) calls it itself, and
-reads the reply from what it returns, so that a replay parses it again.
+once before the first request: `exchanges.exchange(request, send, hidden)`, where `request` makes what the backend
+sends (called only when a cassette is installed) and `send` makes the real exchange and returns what it gave as JSON.
+A backend that posts through backends/transport.py's Transport gets it for free; one with wire code of its own
+(command, stub) calls it itself, and reads the reply from what it returns, so that a replay parses it again.
 
 A backend whose settings are all another's (openai-responses reads openai's) sets NAMED_ONLY = True: it is used only
 when EVAL_BACKEND names it.

@@ -122,7 +122,7 @@ class CommandAgentBackend:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
         payload = request_body(request, self.run_id, self.fields, self.tools)
         outcome = exchanges.exchange(
-            {"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden, shape=RECORDED
+            lambda: {"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden, shape=RECORDED
         )
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"])

@@ -63,8 +63,13 @@ class StubBackend:
         """
         self.requests.append(request)
         # Recorded and replayed as the body an http agent would be sent, and the canned reply as the agent's.
-        wire = {"body": request_body(request, self.run_id, {}, self.tools)}
-        outcome = exchanges.exchange(wire, lambda: self._canned(request), self.hidden, timed=False, shape=RECORDED)
+        outcome = exchanges.exchange(
+            lambda: {"body": request_body(request, self.run_id, {}, self.tools)},
+            lambda: self._canned(request),
+            self.hidden,
+            timed=False,
+            shape=RECORDED,
+        )
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"])
         return parse_reply(outcome["reply"], hidden=self.hidden)

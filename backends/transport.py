@@ -160,14 +160,16 @@ class Transport:
         numbered: the payload's "attempt" says which attempt each one is."""
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._request(body)
-        wire = {**self._wire, "body": payload}
         place = exchanges.placed()
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))
         again = (lambda attempt: self._request(json_bytes({**payload, "attempt": attempt}))) if numbered else None
         return self._outcome(
             exchanges.exchange(
-                wire, lambda: self._sent(request, cost, task, len(body), again), self.hidden, shape=_recorded
+                lambda: {**self._wire, "body": payload},
+                lambda: self._sent(request, cost, task, len(body), again),
+                self.hidden,
+                shape=_recorded,
             )
         )
 

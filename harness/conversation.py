@@ -154,9 +154,9 @@ def converse(
         last = steps[-1].reply
         if last.error_code is not None or last.looping or last.loop is not None:
             break
-    return tuple(
-        replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)
-    ), conversation_id
+    if ends:
+        turns = [replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)]
+    return tuple(turns), conversation_id
 
 
 def read_names(reply: Reply, tools: Collection[str]) -> Reply:

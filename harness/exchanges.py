@@ -1,10 +1,10 @@
 """The one seam every exchange with the agent or provider goes through, where a run's cassette records and replays.
 
 `exchange(request, send, hidden)` is what the backends' wire code calls (backends/transport.py for every HTTP backend,
-the command and the stub backends for theirs): `request` is what the backend built for the wire, `send` makes the real
-exchange and returns what it gave as JSON. A run installs its tape (harness/cassette.py) once; with none installed,
-exchange just sends, and the cassette's module is never imported. The conversation says where each exchange happens
-(at): the task, the trial, the turn, the step.
+the command and the stub backends for theirs): `request` makes what the backend sends as the cassette keys it, `send`
+makes the real exchange and returns what it gave as JSON. A run installs its tape (harness/cassette.py) once; with none
+installed, exchange just sends (the request is not made, and the cassette's module never imported). The conversation
+says where each exchange happens (at): the task, the trial, the turn, the step.
 """
 
 from __future__ import annotations
@@ -94,15 +94,15 @@ def installed() -> Recorder | None:
 
 
 def exchange(
-    request: Mapping[str, Any],
+    request: Callable[[], Mapping[str, Any]],
     send: Callable[[], Any],
     hidden: Secrets = NO_SECRETS,
     timed: bool = True,
     shape: Shape = ANY_ANSWER,
 ) -> Any:
     """What `send` gives for this request: from the run's tape when it holds it, else sent (and recorded when the tape
-    records). request: {"path", "headers", "body"}, as much of it as the backend has; timed: whether its latency counts
-    (not for an agent answering inside this process); shape: the fields of what `send` gives, which a replayed reply
-    must have."""
+    records). request: makes {"path", "headers", "body"}, as much of it as the backend has, only when a tape is
+    installed (a run with none has no use for it); timed: whether its latency counts (not for an agent answering inside
+    this process); shape: the fields of what `send` gives, which a replayed reply must have."""
     tape = _TAPE
-    return send() if tape is None else tape.exchange(request, send, hidden, timed, shape)
+    return send() if tape is None else tape.exchange(request(), send, hidden, timed, shape)
