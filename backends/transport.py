@@ -229,6 +229,8 @@ class Transport:
             except BackendError as err:
                 if response is None:
                     pacer.release(ticket, None, {})
+                elif response.status == 429:  # never sent again (an agent's partial reply), its turn still held
+                    pacer.limited(ticket, None, response.headers)
                 return _response_json(response, attempt) if response else _failure_json(err, attempt)
 
     def _outcome(self, outcome: Mapping[str, Any]) -> tuple[Any, int]:

@@ -273,6 +273,19 @@ class PartialReplies(TempDirTestCase):
                 self.assertIn("imageman.asset.search(query) (error)", stdout, "the console shows the calls too")
                 self.assertEqual(trial["attempts"], 1, "never sent again: the agent has made its calls")
 
+    def test_a_partial_reply_sent_with_429_ends_its_trial_and_frees_its_turn_for_the_next_request(self) -> None:
+        replies = {
+            "fake-photo": [{"toolCalls": [EDIT], "error": "quota"}],
+            "find": [{"toolCall": SEARCH, "error": "quota"}],
+        }
+        agent = self.serve(http_agent(replies, 429))
+        code, trials, _ = self.run_agent({"EVAL_AGENT_URL": agent.url(), "EVAL_CONCURRENCY": "1"})
+        self.assertEqual(
+            {task: (trial["code"], trial["attempts"]) for task, trial in trials.items()},
+            {"fake-photo": ("refusal:called-tool", 1), "find": ("reply:agent-error", 1)},
+        )
+        self.assertEqual(code, 1)
+
     def test_a_secret_in_a_partial_replys_calls_is_a_leak(self) -> None:
         leaked = {"name": SEARCH["name"], "args": {"query": TOKEN}}
         replies = {"fake-photo": [{"refused": True, "text": "No."}], "find": [{"toolCalls": [leaked], "error": "boom"}]}
