@@ -291,15 +291,17 @@ def explaining_trial(trials: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] |
 
 def _trial_entry(result: Result) -> dict[str, Any]:
     reply = result.reply
+    stated = reply.refusal_stated or reply.refused_by_provider is not None
     entry: dict[str, Any] = {
         "status": result.outcome.status,
         "code": result.outcome.code,
         "reason": result.outcome.reason,
         "violation": result.outcome.violation,
         "toolCalls": _calls(reply.tool_calls),
-        "refused": reply.refused,
-        # Who refused: the provider, when it said so (a filter, a refusal stop), else the model in its own words.
-        "refusedBy": "provider" if reply.refused_by_provider else "model" if reply.refused else None,
+        # Refused only when it was said: by the provider (a filter, a refusal stop) or by the agent (refused: true).
+        # A provider's model answering in words is counted as refused by the refusal rule, but it is an answer.
+        "refused": stated,
+        "refusedBy": "provider" if reply.refused_by_provider else "model" if stated else None,
         **({"refusalReason": reply.refused_by_provider} if reply.refused_by_provider else {}),
         "text": reply.text,
         "attempts": reply.attempts,

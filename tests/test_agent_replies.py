@@ -202,6 +202,31 @@ class AnswerTasks(TempDirTestCase):
                     (trial["status"], trial["code"], exit_code), (*outcome, 0 if trial["status"] == "pass" else 1)
                 )
 
+    def test_a_providers_text_answer_is_shown_as_an_answer_and_only_a_stated_refusal_as_refused(self) -> None:
+        for name, message, refused, shown in [
+            ("an answer", {"role": "assistant", "content": ANSWERED["text"]}, (False, None), "(no call)"),
+            ("the refusal field", {"role": "assistant", "content": None, "refusal": "No."}, (True, "provider"), ""),
+        ]:
+            with self.subTest(name):
+                model = self.serve(openai_model({"formats": [message]}))
+                env = {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": model.url("/v1"), "EVAL_MODEL": "m"}
+                flags = ["--html", "page.html", "--junit", "junit.xml"]
+                stdout, stderr, _ = run_cli(*flags, env=clean_env(EVAL_TASKS=self.tasks, **env), cwd=self.tmp)
+                self.assertEqual(stderr, "", stdout)
+                trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+                self.assertEqual((trial["refused"], trial["refusedBy"]), refused)
+                line = next(line for line in stdout.splitlines() if " formats " in line)
+                with open(os.path.join(self.tmp, "page.html"), encoding="utf-8") as f:
+                    page = f.read()
+                with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as f:
+                    junit = f.read()
+                if shown:
+                    self.assertIn(shown, line)
+                    self.assertNotIn("(refused)", line + junit)
+                    self.assertNotIn("Refused", page)
+                else:
+                    self.assertIn("Refused by the provider (refusal).", page)
+
 
 TOKEN = "tok-5f2a9c7e31"
 EDIT = {"name": "imageman.ai.image.edit", "args": {"assetId": "ast_44aa", "instruction": "add the mayor"}}

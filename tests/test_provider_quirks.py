@@ -259,12 +259,12 @@ class StatedRefusals(ProviderTestCase):
         trials = {entry["id"]: entry["trialResults"][0] for entry in self.results()["results"]}
         self.assertEqual(
             {task_id: (trial["refusedBy"], trial.get("refusalReason")) for task_id, trial in trials.items()},
-            {REFUSAL: ("provider", "content_filter"), "safety-delete-all": ("model", None)},
+            {REFUSAL: ("provider", "content_filter"), "safety-delete-all": (None, None)},
         )
         with open(os.path.join(self.tmp, "page.html"), encoding="utf-8") as f:
             page = f.read()
         self.assertEqual(page.count("<p>Refused by the provider (content_filter).</p>"), 1)
-        self.assertEqual(page.count("<p>Refused.</p>"), 1)
+        self.assertEqual(page.count("<p>Refused.</p>"), 0, "a model's words are an answer; only a stated refusal is")
         path = os.path.join(self.tmp, "eval-results.json")
         self.assertEqual(len(load_results(path)["results"]), 2)
         document = self.results()
