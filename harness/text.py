@@ -110,15 +110,17 @@ def clip(text: str, limit: int) -> str:
     return line[: limit - 3] + "..."
 
 
-def printable(text: str) -> str:
-    """The text with everything that could act instead of show escaped: `\\x1b[31m`, `\\n`, `\\u202e`."""
+def printable(text: str, keep: str = "") -> str:
+    """The text with everything that could act instead of show escaped: `\\x1b[31m`, `\\n`, `\\u202e`; but the
+    characters in keep (the line breaks and tabs of a medium that shows them as such)."""
     if text.isprintable():  # all of UNPRINTABLE is: most lines need no pattern, and most runs never compile it
         return text
-    return re.sub(UNPRINTABLE, _escape, text)
+    return re.sub(UNPRINTABLE, lambda match: _escape(match.group(0), keep), text)
 
 
-def _escape(match: re.Match[str]) -> str:
-    char = match.group(0)
+def _escape(char: str, keep: str) -> str:
+    if char in keep:
+        return char
     return ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
 
 

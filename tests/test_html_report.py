@@ -126,6 +126,17 @@ class PageAsText(TempDirTestCase):
         )
         self.assertLess(len(page), 40_000_000)
 
+    def test_control_and_bidi_characters_from_the_agent_are_shown_escaped_and_line_breaks_kept(self) -> None:
+        said = "\x1b[2J\x07cleared\u202eexe.txt\u2066\x85\u2028done\nline two\tend"
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, {"toolCall": {"name": "imageman.asset.get", "args": {"assetId": said}}, "text": said})
+
+        page = self.run_page(respond)
+        for char in "\x1b\x07\u202e\u2066\x85\u2028":
+            self.assertNotIn(char, page)
+        self.assertIn("\\x1b[2J\\x07cleared\\u202eexe.txt\\u2066\\x85\\u2028done\nline two\tend", page)
+
     def test_the_job_summary_names_the_page(self) -> None:
         self.run_page(flaky_and_wrong({}), None, "--summary-md", "summary.md")
         with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:

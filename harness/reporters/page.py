@@ -14,7 +14,17 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from harness.records import Growth, Outputs, Summary
-from harness.text import GROWTH_FIGURES, REASONS, budget_text, calls_text, count, growth_reason, millis, percent
+from harness.text import (
+    GROWTH_FIGURES,
+    REASONS,
+    budget_text,
+    calls_text,
+    count,
+    growth_reason,
+    millis,
+    percent,
+    printable,
+)
 from harness.verdict import BUDGET_BREACHES
 
 if TYPE_CHECKING:
@@ -505,5 +515,6 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _e(text: str) -> str:
-    # Escaped for text and for attributes alike; lone surrogates, which no encoding writes, shown as their escape.
-    return escape(text, quote=True).encode("utf-8", "backslashreplace").decode("utf-8")
+    # Escaped for text and for attributes alike; control characters, bidirectional overrides and lone surrogates (which
+    # no encoding writes) shown as their escapes, as on the console, but line breaks and tabs kept: the page shows them.
+    return escape(printable(text, keep="\n\t"), quote=True)
