@@ -18,7 +18,7 @@ from harness import __version__, exchanges
 from harness.endpoints import basic_credentials, keyed_query, redact_url
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError, ConfigError
-from harness.text import JSON_DEPTH, json_bytes, nested_deeper
+from harness.text import JSON_DEPTH, json_bytes, too_deep
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 AUTH_STATUSES = frozenset({401, 403})
@@ -328,15 +328,9 @@ def _response_json(response: Response, attempts: int) -> dict[str, Any]:
         except (ValueError, RecursionError):
             pass
         else:
-            if not _too_deep(response.body, body):
+            if not too_deep(response.body, body):
                 return {**outcome, "body": body}
     return {**outcome, "text": response.body.decode("utf-8", "surrogateescape")}
-
-
-def _too_deep(raw: bytes, body: Any) -> bool:
-    """Whether JSON that json.loads read nests deeper than the harness masks, records and sends back (by recursion);
-    a body with no more brackets than the levels allowed cannot, and is not walked."""
-    return raw.count(b"[") + raw.count(b"{") > JSON_DEPTH and nested_deeper(body, JSON_DEPTH)
 
 
 def _failure_json(err: BackendError, attempts: int) -> dict[str, Any]:
@@ -356,7 +350,7 @@ def _decode(response: Response, hidden: Secrets) -> Any:
         ) from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None
-    if _too_deep(response.body, body):
+    if too_deep(response.body, body):
         raise BackendError(
             "reply:not-json", f"HTTP {response.status} body is JSON nested more than {JSON_DEPTH} levels deep"
         )

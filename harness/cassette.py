@@ -19,7 +19,7 @@ from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed
 from harness.files import read_input
 from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
 from harness.records import BackendError, ConfigError
-from harness.text import canonical_json, sha256_hex
+from harness.text import JSON_DEPTH, canonical_json, sha256_hex, too_deep
 
 if TYPE_CHECKING:
     from harness.config import Config
@@ -42,6 +42,10 @@ MISS = "replay:miss"
 # the agent's reply, which --record-missing sends again and a plain replay replays as recorded.
 UNANSWERED = frozenset({"reply:connect", "reply:timeout", "reply:reset", "reply:rate-limited"})
 BAD_REPLY = "replay:bad-reply"
+# Levels of JSON in a cassette's line: what a run records nests at most JSON_DEPTH levels (the transport's limit on a
+# body, the task file's on a result) inside the few of its request, reply and entry; twice that no run writes, and a
+# replay walks a line by recursion (restoring, comparing), which a line nested hundreds of levels deep would exhaust.
+ENTRY_DEPTH = 2 * JSON_DEPTH
 
 
 class Tape:
@@ -302,6 +306,11 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
             ) from None
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: line {number}: expected a JSON object")
+        if too_deep(line, value, ENTRY_DEPTH):
+            raise ConfigError(
+                f"{path}: line {number}: JSON nested more than {ENTRY_DEPTH} levels deep: no run records that, "
+                "and a replay would walk it by recursion"
+            )
         if number == 1:
             _check_head(path, value, backend)
             continue

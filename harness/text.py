@@ -170,6 +170,12 @@ def nested_deeper(value: Any, levels: int) -> bool:
     return any(isinstance(node, (list, dict)) for node in level)
 
 
+def too_deep(raw: bytes, value: Any, levels: int = JSON_DEPTH) -> bool:
+    """Whether JSON that json.loads read from raw nests more than this many levels, which the harness then masks,
+    records and sends back by recursion; raw with no more brackets than the levels allowed cannot, and is not walked."""
+    return raw.count(b"[") + raw.count(b"{") > levels and nested_deeper(value, levels)
+
+
 def kind(value: Any) -> str:
     """`the string "abc"`, `a list`, `null`...: what a message says it got."""
     if isinstance(value, str):

@@ -597,6 +597,14 @@ class RecordMissing(TempDirTestCase):
         self.assertEqual((code, verdicts(self.read_json("again.json"))), (0, outage_verdicts), stderr)
 
 
+def deep(levels: int) -> list[Any]:
+    """An array nested this many levels deep."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 class BadCassettes(TempDirTestCase):
     """Every bad cassette input is one line naming the file (and the line), exit 2."""
 
@@ -719,6 +727,11 @@ class BadCassettes(TempDirTestCase):
                 ).encode(),
                 'line 2: the key "a" twice in one object: which one holds is not clear',
             ),
+            "nested-too-deep": (
+                (head + json.dumps({**entry, "reply": {"body": deep(600)}}) + "\n").encode(),
+                "line 2: JSON nested more than 200 levels deep: no run records that, and a replay would walk it by "
+                "recursion",
+            ),
             "repeated-place": (
                 (head + json.dumps(entry) + "\n" + json.dumps({**entry, "key": "b" * 64}) + "\n").encode(),
                 'line 3: a second entry for task "t", trial 1, turn 1, step 1 (line 2 is the first): '
@@ -752,6 +765,26 @@ class BadCassettes(TempDirTestCase):
             with self.subTest(command[0]):
                 _, stderr, code = run_cli(*command, env=env, cwd=self.tmp)
                 self.assertEqual(code, 0, stderr)
+
+    def test_a_reply_edited_to_nest_hundreds_of_levels_deep_is_refused_naming_its_line_not_a_crash(self) -> None:
+        env = clean_env(EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY="canary-5e1f")  # restored on replay: every reply walked
+        self.assertEqual(run_cli("--record", "c.jsonl", env=env, cwd=self.tmp)[2], 0)
+        with open(os.path.join(self.tmp, "c.jsonl"), encoding="utf-8") as f:
+            head, first, *rest = f.read().splitlines()
+        entry = json.loads(first)
+        entry["reply"]["note"] = deep(600)
+        with open(os.path.join(self.tmp, "c.jsonl"), "w", encoding="utf-8") as f:
+            f.write("\n".join([head, json.dumps(entry), *rest]) + "\n")
+        stdout, stderr, code = run_cli("--replay", "c.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual(
+            (stdout, stderr, code),
+            (
+                "",
+                "eval_agent: error: c.jsonl: line 2: JSON nested more than 200 levels deep: no run records that, and "
+                "a replay would walk it by recursion\n",
+                2,
+            ),
+        )
 
     def test_a_bad_cassette_stops_the_run_in_one_line_before_anything_is_sent(self) -> None:
         with open(os.path.join(self.tmp, "c.jsonl"), "w", encoding="utf-8") as f:
