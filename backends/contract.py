@@ -68,13 +68,13 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     usage = _usage(body.get("usage"), hidden)
     # An agent that failed after it called tools says so beside its calls: the trial is an error, and the calls are
     # still judged (a forbidden one, a leaked secret).
-    said = None if error is None else hidden.clip(error, SHOWN)
+    said = None if error is None or blank(error) else hidden.clip(error, SHOWN)
     return Reply(
         tool_calls=tuple(calls),
         refused=bool(refused),
         text=text,
         error_code=None if error is None else AGENT_ERROR,
-        error=None if said is None else f"the agent failed: {said}" if said else "the agent failed, and said no more",
+        error=None if error is None else f"the agent failed: {said}" if said else "the agent failed, and said no more",
         attempts=attempts,
         usage=usage,
         refusal_stated=bool(refused),

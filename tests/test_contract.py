@@ -80,6 +80,16 @@ VALID += [
         Reply(text="", error_code=FAILED, error="the agent failed, and said no more"),
     ),
     (
+        "an error of invisible text",
+        {"error": "\u200b"},
+        Reply(error_code=FAILED, error="the agent failed, and said no more"),
+    ),
+    (
+        "an error that says what a missing value prints as",
+        {"error": "undefined"},
+        Reply(error_code=FAILED, error="the agent failed, and said no more"),
+    ),
+    (
         "a long error, on one line and clipped",
         {"toolCall": None, "error": "line one\nline two " + "x" * 300},
         Reply(error_code=FAILED, error="the agent failed: line one line two " + "x" * 179 + "..."),
