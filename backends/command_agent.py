@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from backends.contract import parse_reply, partial_reply
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 STDERR_LINES = 5
 STDERR_LINE_BYTES = 65536  # of each: past what the clip of a reason reads, so no secret is cut where it shows
 READ_CHUNK = 65536
-READ_GRACE = 5.0  # seconds the output may take to end once the command's group is: a grandchild may have left it
+READ_GRACE = 5.0  # seconds, a bound: once the command's group has ended, its output is read to what is waiting
+POLL = 0.05  # seconds between looks at whether the command has ended, while its output is quiet
 # The process groups of the commands running now, each ended when its command is done; those left when the run ends
 # (a Ctrl-C while workers run them) are ended then.
 RUNNING: set[int] = set()
@@ -167,12 +168,14 @@ class CommandAgentBackend:
                 ) from None
             RUNNING.add(proc.pid)
             stderr: deque[bytes] = deque(maxlen=STDERR_LINES)
-            stdout, too_large = bytearray(), threading.Event()
+            stdout, too_large, ended = bytearray(), threading.Event(), threading.Event()
             readers = [
                 threading.Thread(
-                    target=_read_capped, args=(proc.stdout, stdout, self.max_output_bytes, too_large, proc), daemon=True
+                    target=_read_capped,
+                    args=(proc.stdout, ended, stdout, self.max_output_bytes, too_large, proc),
+                    daemon=True,
                 ),
-                threading.Thread(target=_read_lines, args=(proc.stderr, stderr), daemon=True),
+                threading.Thread(target=_read_lines, args=(proc.stderr, ended, stderr), daemon=True),
             ]
             for reader in readers:
                 reader.start()
@@ -185,8 +188,10 @@ class CommandAgentBackend:
                 ) from None
             finally:
                 # Done, timed out or interrupted, what the command started ends with it: a child left holding its
-                # stdout would hold the readers, and outlive the run.
+                # stdout would hold the readers, and outlive the run. What the group wrote is then all waiting in the
+                # pipes; a process that left the group (a daemon, in a session of its own) may write on, unread.
                 _kill_group(proc)
+                ended.set()
                 RUNNING.discard(proc.pid)
                 deadline = time.monotonic() + READ_GRACE
                 for reader in readers:
@@ -210,11 +215,33 @@ def _write_stdin(proc: subprocess.Popen[bytes], body: bytes) -> None:
         pass  # the agent did not read its input; its exit and output tell the rest
 
 
-def _read_capped(
-    stream: IO[bytes] | None, into: bytearray, limit: int, too_large: threading.Event, proc: subprocess.Popen[bytes]
-) -> None:
+def _chunks(stream: IO[bytes] | None, ended: threading.Event) -> Iterator[bytes]:
+    """What a pipe gives until its end, or, once the command's group has ended, until nothing more is waiting in it."""
+    import select
+
     assert stream is not None
-    while chunk := stream.read1(READ_CHUNK):  # type: ignore[attr-defined]
+    with stream:
+        while True:
+            done = ended.is_set()  # looked at first: all the group wrote is in the pipe once it is set
+            if not select.select([stream], [], [], 0 if done else POLL)[0]:
+                if done:
+                    return
+                continue
+            chunk = os.read(stream.fileno(), READ_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+
+
+def _read_capped(
+    stream: IO[bytes] | None,
+    ended: threading.Event,
+    into: bytearray,
+    limit: int,
+    too_large: threading.Event,
+    proc: subprocess.Popen[bytes],
+) -> None:
+    for chunk in _chunks(stream, ended):
         into += chunk
         if len(into) > limit:
             too_large.set()
@@ -222,12 +249,15 @@ def _read_capped(
             return
 
 
-def _read_lines(stream: IO[bytes] | None, into: deque[bytes]) -> None:
-    assert stream is not None
-    while line := stream.readline(STDERR_LINE_BYTES):
+def _read_lines(stream: IO[bytes] | None, ended: threading.Event, into: deque[bytes]) -> None:
+    """The last lines, each cut at STDERR_LINE_BYTES: the rest of a longer line is read past rather than held."""
+    line = b""
+    for chunk in _chunks(stream, ended):
+        *lines, line = (line + chunk).split(b"\n")
+        into.extend(whole[:STDERR_LINE_BYTES] + b"\n" for whole in lines)
+        line = line[:STDERR_LINE_BYTES]
+    if line:
         into.append(line)
-        while not line.endswith(b"\n") and (line := stream.readline(STDERR_LINE_BYTES)):
-            pass  # the rest of a line longer than a reason shows, read past rather than held
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -82,6 +82,20 @@ class CommandBackend(TempDirTestCase):
         self.assertEqual(len(children), 3)
         self.assertEqual([child for child in children if _outlives(child)], [], "a child outlived its command")
 
+    def test_the_reply_is_what_the_command_printed_before_it_exited_not_what_a_daemon_it_left_writes_later(
+        self,
+    ) -> None:
+        pid_dir = os.path.join(self.tmp, "pids")
+        os.mkdir(pid_dir)
+        try:
+            _stdout, stderr, code = self.run_command("daemon", "--category", "safety", AGENT_CHILD_PID_DIR=pid_dir)
+        finally:
+            for name in os.listdir(pid_dir):  # out of the group's reach: ended here, by its id
+                os.kill(int(name), signal.SIGKILL)
+        self.assertEqual((code, stderr), (0, ""))
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        self.assertEqual((trial["status"], trial["text"]), ("pass", "Left a daemon running."))
+
     def test_ctrl_c_ends_the_running_command_and_its_children(self) -> None:
         for concurrency in ("1", "2"):  # the run's own thread, and workers
             with self.subTest(concurrency=concurrency):

@@ -35,6 +35,15 @@ if mode == "background":
         f.write(str(child.pid))
     print(json.dumps({"refused": True, "text": "Left a child running."}))
     sys.exit(0)
+if mode == "daemon":
+    # Leaves a child in a session of its own (as a daemon does: out of reach of the command's process group) that keeps
+    # stdout and stderr open, and writes to them after the command has answered and exited.
+    code = "import os, sys, time; time.sleep(2); os.write(1, b'late\\n'); os.write(2, b'late\\n'); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    with open(os.path.join(os.environ["AGENT_CHILD_PID_DIR"], str(child.pid)), "w") as f:
+        f.write(str(child.pid))
+    print(json.dumps({"refused": True, "text": "Left a daemon running."}))
+    sys.exit(0)
 if mode == "crash":
     print("loading model...", file=sys.stderr)
     print("Traceback (most recent call last):", file=sys.stderr)
