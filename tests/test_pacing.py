@@ -652,37 +652,36 @@ class RateLimitedWave(TempDirTestCase):
             ("LL........", 2, True),
         ]:
             with self.subTest(endings=endings):
-                backend = InOrder(endings)
-                results: list[Result] = []
-                ending = run_jobs(backend, tasks, concurrency=2, on_result=results.append)
+                backend = InOrder(endings, [task.id for task in tasks])
+                ending = run_jobs(backend, tasks, concurrency=2, on_result=backend.handed_on)
                 self.assertEqual((ending.cut, ending.rate_limited), (None, stopped))
-                self.assertEqual([result.task.id for result in results], [task.id for task in tasks[:handed]])
+                self.assertEqual([result.task.id for result in backend.results], [task.id for task in tasks[:handed]])
 
 
 class InOrder(InProcessAgent):
-    """An agent that answers the run's requests one after the other in the order sent, the stub's reply or, where
-    `endings` says L, an end in reply:rate-limited."""
+    """An agent that answers the run's tasks one after the other in their order, each once the run has handed on the
+    result before it (so that the run hears of them in that order too, whichever worker sent which), the stub's reply
+    or, where `endings` says L, an end in reply:rate-limited."""
 
-    def __init__(self, endings: str) -> None:
+    def __init__(self, endings: str, order: list[str]) -> None:
         super().__init__()
         self.endings = endings
+        self.order = order
         self.turn = threading.Condition()
-        self.taken = 0
-        self.answered = 0
+        self.results: list[Result] = []
+
+    def handed_on(self, result: Result) -> None:
+        with self.turn:
+            self.results.append(result)
+            self.turn.notify_all()
 
     def run(self, request: AgentRequest) -> Reply:
+        number = self.order.index(request.task_id)
         with self.turn:
-            number = self.taken
-            self.taken += 1
-            self.turn.wait_for(lambda: self.answered == number, timeout=10)
-        try:
-            if self.endings[number] == "L":
-                raise BackendError(RATE_LIMITED, "the rate limit lets the next request go in 900s", attempts=0)
-            return StubBackend().run(request)
-        finally:
-            with self.turn:
-                self.answered += 1
-                self.turn.notify_all()
+            self.turn.wait_for(lambda: len(self.results) == number, timeout=10)
+        if self.endings[number] == "L":
+            raise BackendError(RATE_LIMITED, "the rate limit lets the next request go in 900s", attempts=0)
+        return StubBackend().run(request)
 
 
 def limited_first(count: int) -> tuple[Respond, list[int]]:
