@@ -267,6 +267,8 @@ def run(argv: Sequence[str]) -> int:
     finally:
         exchanges.install(None)
     stop = ending.cut
+    if tape is not None and ending.stopped_by is not None:  # a replay answers what this run never sent so, not a miss
+        tape.stopped_by = {"code": ending.stopped_by.error_code or "", "reason": ending.stopped_by.error or ""}
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)

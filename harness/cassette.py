@@ -42,6 +42,9 @@ MISS = "replay:miss"
 # the agent's reply, which --record-missing sends again and a plain replay replays as recorded.
 UNANSWERED = frozenset({"reply:connect", "reply:timeout", "reply:reset", "reply:rate-limited"})
 BAD_REPLY = "replay:bad-reply"
+# What stops a run at once (harness.running's STOPS_THE_RUN): a cassette whose run it stopped says so in its head, with
+# the reason, and a replay answers a task that run never sent with that error, not as a miss.
+STOPPED = frozenset({"reply:key-rejected"})
 # Levels of JSON in a cassette's line: what a run records nests at most JSON_DEPTH levels (the transport's limit on a
 # body, the task file's on a result) inside the few of its request, reply and entry; twice that no run writes, and a
 # replay walks a line by recursion (restoring, comparing), which a line nested hundreds of levels deep would exhaust.
@@ -70,10 +73,13 @@ class Tape:
         self.record_missing = record_missing
         self.sha256 = ""
         self.entries: dict[tuple[str, int, int, int], dict[str, Any]] = {}
+        self.stopped_by: dict[str, str] | None = None  # the error (code, reason) that stopped the run recorded, if any
         if replay is not None:
             raw = _read(replay)
             self.sha256 = sha256_hex(raw)
-            for entry in _entries(replay, raw, backend):
+            lines = _entries(replay, raw, backend)
+            self.stopped_by = next(lines).get("stoppedBy")
+            for entry in lines:
                 self.entries[_where(entry)] = entry
         labels = list(restore.named.values())
         self.restore = {MARKER.format(name): value for value, name in restore.named.items() if labels.count(name) == 1}
@@ -124,6 +130,8 @@ class Tape:
                 self._spent(place, entry.get("latencyMs", 0.0))
                 return self._restored(entry["reply"])
             if not self.record_missing:
+                if self.stopped_by is not None and not any(task == place.task for task, *_ in self.entries):
+                    raise BackendError(self.stopped_by["code"], self.stopped_by["reason"])
                 raise BackendError(MISS, self._miss(key, shown, place), attempts=0)
         started, before = time.perf_counter(), held_so_far()
         reply = send()
@@ -148,6 +156,8 @@ class Tape:
                 key=lambda entry: (self.order.get(entry["task"], len(self.order)), *_where(entry)),
             )
         head = {"format": FORMAT, "version": VERSION, "backend": self.backend}
+        if self.stopped_by is not None:
+            head["stoppedBy"] = self.stopped_by
         stage(self.path, (_line(value) for value in (head, *entries))).commit()
 
     def _spent(self, place: Place, ms: float) -> None:
@@ -287,7 +297,8 @@ ENTRY_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 
 def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
-    """The cassette's entries, checked; ConfigError naming the file and the line at the first problem."""
+    """The cassette's head, then its entries, checked; ConfigError naming the file and the line at the first
+    problem."""
     lines = raw.split(b"\n")
     if lines and not lines[-1].strip():
         lines.pop()
@@ -313,6 +324,7 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
             )
         if number == 1:
             _check_head(path, value, backend)
+            yield value
             continue
         missing = [name for name in ENTRY_FIELDS if name not in value]
         if missing:
@@ -357,6 +369,11 @@ def _check_head(path: str, head: Mapping[str, Any], backend: str) -> None:
         )
     if head.get("backend") != backend:
         raise ConfigError(f"{path}: recorded on the {head.get('backend')} backend; this run uses the {backend} backend")
+    stopped = head.get("stoppedBy", {"code": next(iter(STOPPED)), "reason": ""})
+    if not (isinstance(stopped, dict) and stopped.get("code") in STOPPED and isinstance(stopped.get("reason"), str)):
+        raise ConfigError(
+            f"{path}: line 1: stoppedBy: expected an object with code ({', '.join(sorted(STOPPED))}) and reason"
+        )
 
 
 def open_tape(config: Config, backend: str, task_ids: Sequence[str], restore: Secrets) -> Tape:

@@ -127,6 +127,7 @@ class Ending:
 
     cut: BaseException | None = None
     rate_limited: bool = False
+    stopped_by: Reply | None = None  # the error reply (one of STOPS_THE_RUN) that stopped them, masked
 
 
 def run_jobs(
@@ -149,6 +150,7 @@ def run_jobs(
     handed = 0
     stop: BaseException | None = None
     wave, limited_in_a_row, rate_limited = min(concurrency, len(jobs)), 0, False
+    stopped_by: Reply | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
     trials = _trial_numbers(jobs)
 
@@ -165,6 +167,7 @@ def run_jobs(
                 on_result(finished.pop(handed))
                 handed += 1
             if result.reply.error_code in STOPS_THE_RUN:
+                stopped_by = result.reply
                 break
             limited_in_a_row = limited_in_a_row + 1 if result.reply.error_code == RATE_LIMITED else 0
             if limited_in_a_row == wave:
@@ -180,7 +183,7 @@ def run_jobs(
         finished.update(leftovers)  # a trial done before the signal is a trial done
     for index in sorted(finished):
         on_result(finished[index])
-    return Ending(stop, rate_limited)
+    return Ending(stop, rate_limited, stopped_by)
 
 
 def _trial_numbers(jobs: Sequence[Task]) -> list[int]:

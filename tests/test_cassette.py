@@ -22,11 +22,13 @@ from harness.cassette import FORMAT, Tape
 from harness.exchanges import Place, at
 from harness.leaks import Secrets
 from harness.records import BackendError, ConfigError
+from harness.taskfile import load_task_file
 from tests.gemini_fake import conversation_fake as gemini_conversation
 from tests.providers import conversation_fake, fake_openai, openai_completion, openai_error
 from tests.responses_fake import play_the_stub, responses_fake
 from tests.support import (
     CANNED,
+    CANONICAL_TASKS,
     CLI_TIMEOUT,
     DATA,
     SCRIPT,
@@ -290,6 +292,31 @@ class RecordThenReplay(TempDirTestCase):
         _stdout, replayed, code = run_cli("--replay", "c.jsonl", env=env, cwd=self.tmp)
         self.assertEqual(code, 3, replayed)
         # Nothing was sent, with no key: the rejection is the recorded run's, which the replay says.
+        self.assertEqual(replayed, recorded.rstrip("\n") + " (as recorded in c.jsonl, replayed: nothing was sent)\n")
+
+    def test_a_task_the_recorded_run_never_sent_as_its_key_was_rejected_replays_rejected_not_as_a_miss(self) -> None:
+        def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            status, error = openai_error(401, "Incorrect API key provided")
+            send_json(handler, error, status)
+
+        fake = self.serve(rejecting)
+        env = clean_env(
+            OPENAI_BASE_URL=fake.url("/v1"), EVAL_MODEL="fake-model", OPENAI_API_KEY=API_KEY, EVAL_CONCURRENCY="1"
+        )
+        _stdout, recorded, code = run_cli("--record", "c.jsonl", env=env, cwd=self.tmp)
+        self.assertEqual(code, 3, recorded)
+        fake.__exit__()
+        with open(self.path("c.jsonl"), encoding="utf-8") as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual(
+            (lines[0]["stoppedBy"]["code"], [line["task"] for line in lines[1:]]),
+            ("reply:key-rejected", [load_task_file(CANONICAL_TASKS).tasks[0].id]),
+            "the run stopped at its first reply, and the cassette says why",
+        )
+        del env["OPENAI_API_KEY"]
+        last = load_task_file(CANONICAL_TASKS).tasks[-1].id
+        _stdout, replayed, code = run_cli("--replay", "c.jsonl", "--task", last, env=env, cwd=self.tmp)
+        self.assertEqual(code, 3, replayed)
         self.assertEqual(replayed, recorded.rstrip("\n") + " (as recorded in c.jsonl, replayed: nothing was sent)\n")
 
     def path(self, name: str) -> str:
@@ -689,6 +716,10 @@ class BadCassettes(TempDirTestCase):
             "other-backend": (
                 b'{"format":"agent-eval-cassette","version":1,"backend":"http"}\n',
                 "recorded on the http backend; this run uses the stub backend",
+            ),
+            "stopped-by-what": (
+                b'{"format":"agent-eval-cassette","version":1,"backend":"stub","stoppedBy":"reply:empty"}\n',
+                "line 1: stoppedBy: expected an object with code (reply:key-rejected) and reason",
             ),
             "no-key": (
                 (head + json.dumps({k: v for k, v in entry.items() if k != "key"}) + "\n").encode(),
