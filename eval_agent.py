@@ -334,8 +334,8 @@ def run(argv: Sequence[str]) -> int:
     elif ending.rate_limited:
         _complain(
             f"eval_agent: stopped after {in_task_order.count} of {count(len(jobs), 'trial')}: "
-            f"{min(concurrency, len(jobs))} requests in a row ended rate-limited (reply:rate-limited), the rest were "
-            "not sent"
+            f"{count(min(concurrency, len(jobs)), 'request')} in a row ended rate-limited (reply:rate-limited), "
+            "the rest were not sent"
         )
     return summary.exit_code
 

@@ -286,7 +286,17 @@ class Pacer:
     def _wait(self, now: float, cost: tuple[int, int]) -> float:
         """Seconds until this attempt may go (a slot's wait is a notify's: a second at most), or 0 now."""
         if now < self._held_until:
-            return self._held_until - now
+            # Held by a 429's hint, capped; a limit it says is spent for longer holds it that long, however it is cut.
+            costs = _costs(cost)
+            spent = max(
+                (
+                    reset - now
+                    for kind, (remaining, reset, _) in self._limits.items()
+                    if kind not in self._rates and kind not in self._probing and remaining < costs[kind]
+                ),
+                default=0.0,
+            )
+            return max(self._held_until - now, spent)
         if not self._heard and self._in_flight and now < self._first_until:
             return 1.0  # the first response says what the limits are (a notify's wait), unless it is slow to come
         costs = _costs(cost)

@@ -609,6 +609,26 @@ class RateLimitedWave(TempDirTestCase):
         with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as junit:
             self.assertIn("rate-limited", junit.read())
 
+    def test_a_429_whose_headers_say_the_limit_is_spent_past_the_bound_ends_its_request_at_once(self) -> None:
+        # No Retry-After: the spent limit's reset is the 429's hint (capped at 60 s), and the reset itself is past the
+        # 600 s a request may wait, so the request ends now, as the reset says (900 s), not after the hint's 60 s.
+        spent = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
+        agent = self.serve(lambda received, handler: send_json(handler, {"error": "slow down"}, 429, spent))
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_CONCURRENCY="1", EVAL_RESULTS="r.json")
+        out, err, code = run_cli("--category", "asset.search", env=env, cwd=self.tmp)
+        self.assertEqual(code, 1, out + err)
+        trials = [trial for entry in self.read_json("r.json")["results"] for trial in entry["trialResults"]]
+        self.assertEqual(
+            [(trial["code"], trial["reason"]) for trial in trials],
+            [
+                (
+                    RATE_LIMITED,
+                    "the rate limit lets the next request go in 900s, past the 600s a request may wait on rate limits",
+                )
+            ],
+        )
+        self.assertIn("stopped after 1 of 2 trials: 1 request in a row ended rate-limited (reply:rate-limited)", err)
+
     def test_a_provider_whose_429s_only_say_retry_after_stops_the_run_once_a_wave_waited_out_the_bound(self) -> None:
         # The issue's provider: every request 429 with a Retry-After and nothing else. Each request waits out the bound
         # on rate limits (600 s, brought within a test), then ends rate-limited; the first wave stops the run.
