@@ -366,7 +366,9 @@ def _score_trajectory(expect: ExpectTrajectory, calls: Sequence[ToolCall]) -> Ou
             wanted = ", ".join(step.tool for step in steps)
             got = ", ".join(call.name for call in calls)
             return Outcome(
-                "fail", "trajectory:length", f"expected exactly {len(steps)} calls ({wanted}), got {len(calls)} ({got})"
+                "fail",
+                "trajectory:length",
+                f"expected exactly {count(len(steps), 'call')} ({wanted}), got {len(calls)} ({got})",
             )
         for number, (step, call) in enumerate(zip(steps, calls, strict=True), 1):
             if call.name != step.tool:

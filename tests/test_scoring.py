@@ -462,6 +462,16 @@ TRAJECTORIES = [
         ),
     ),
     (
+        "exact: a call past a trajectory of one is counted in the singular",
+        trajectory("exact", SEARCH),
+        Reply((S, G)),
+        Outcome(
+            "fail",
+            "trajectory:length",
+            "expected exactly 1 call (imageman.asset.search), got 2 (imageman.asset.search, imageman.asset.get)",
+        ),
+    ),
+    (
         "exact: a swapped pair names the step",
         trajectory("exact", SEARCH, TAG_STEP),
         Reply((T, S)),
