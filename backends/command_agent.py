@@ -169,18 +169,20 @@ class CommandAgentBackend:
             RUNNING.add(proc.pid)
             stderr: deque[bytes] = deque(maxlen=STDERR_LINES)
             stdout, too_large, ended = bytearray(), threading.Event(), threading.Event()
-            readers = [
+            pipes = [
                 threading.Thread(
                     target=_read_capped,
                     args=(proc.stdout, ended, stdout, self.max_output_bytes, too_large, proc),
                     daemon=True,
                 ),
                 threading.Thread(target=_read_lines, args=(proc.stderr, ended, stderr), daemon=True),
+                # Written beside the wait: a command busy before it reads a request larger than a pipe holds would
+                # hold the writer, and the timeout with it.
+                threading.Thread(target=_write_stdin, args=(proc, body), daemon=True),
             ]
-            for reader in readers:
-                reader.start()
+            for pipe in pipes:
+                pipe.start()
             try:
-                _write_stdin(proc, body)
                 code = proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
                 raise BackendError(
@@ -194,8 +196,8 @@ class CommandAgentBackend:
                 ended.set()
                 RUNNING.discard(proc.pid)
                 deadline = time.monotonic() + READ_GRACE
-                for reader in readers:
-                    reader.join(timeout=max(0.0, deadline - time.monotonic()))
+                for pipe in pipes:
+                    pipe.join(timeout=max(0.0, deadline - time.monotonic()))
             if too_large.is_set():
                 raise BackendError("reply:too-large", f"the command printed over {self.max_output_bytes} bytes")
             if code != 0 and partial_reply(bytes(stdout)) is not None:

@@ -14,6 +14,7 @@ from tests.support import (
     DATA,
     SCRIPT,
     TempDirTestCase,
+    canonical_task_data,
     clean_env,
     run_cli,
     stop_signals_as_from_a_terminal,
@@ -95,6 +96,19 @@ class CommandBackend(TempDirTestCase):
         self.assertEqual((code, stderr), (0, ""))
         trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
         self.assertEqual((trial["status"], trial["text"]), ("pass", "Left a daemon running."))
+
+    def test_a_command_that_never_reads_a_request_larger_than_a_pipe_holds_is_killed_at_the_timeout(self) -> None:
+        data = canonical_task_data()
+        data["tasks"] = [{**data["tasks"][0], "prompt": "Find it. " * 20_000}]  # 180 KB: past what a pipe buffers
+        command = f"{sys.executable} -c 'import time; time.sleep(20)'"  # busy (loading a model, say), stdin unread
+        env = clean_env(EVAL_AGENT_CMD=command, EVAL_TASKS=self.write_json("tasks.json", data), EVAL_TIMEOUT="1")
+        _stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
+        self.assertEqual((code, stderr), (1, ""))
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        self.assertEqual(
+            (trial["code"], trial["reason"]),
+            ("reply:timeout", "no reply within 1s; the command and its children were killed"),
+        )
 
     def test_ctrl_c_ends_the_running_command_and_its_children(self) -> None:
         for concurrency in ("1", "2"):  # the run's own thread, and workers
