@@ -222,10 +222,12 @@ def _chunks(stream: IO[bytes] | None, ended: threading.Event) -> Iterator[bytes]
     import select
 
     assert stream is not None
+    waiting = select.poll()  # not select(), which takes no file descriptor past 1023: a wide run has more
+    waiting.register(stream, select.POLLIN)
     with stream:
         while True:
             done = ended.is_set()  # looked at first: all the group wrote is in the pipe once it is set
-            if not select.select([stream], [], [], 0 if done else POLL)[0]:
+            if not waiting.poll(0 if done else POLL * 1000):
                 if done:
                     return
                 continue

@@ -9,11 +9,14 @@ import subprocess
 import sys
 import time
 
+from harness.records import AgentRequest
 from tests.support import (
     CLI_TIMEOUT,
     DATA,
     SCRIPT,
     TempDirTestCase,
+    backend_for,
+    canonical_task,
     canonical_task_data,
     clean_env,
     run_cli,
@@ -109,6 +112,18 @@ class CommandBackend(TempDirTestCase):
             (trial["code"], trial["reason"]),
             ("reply:timeout", "no reply within 1s; the command and its children were killed"),
         )
+
+    def test_a_commands_output_is_read_when_the_run_holds_more_than_1024_files_open(self) -> None:
+        # A wide run (many commands, tool workers, connections at once, under a raised open-files limit) gives its
+        # pipes file descriptors past 1023, where select() takes none.
+        opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        try:
+            backend = backend_for({"EVAL_AGENT_CMD": f"{sys.executable} {AGENT} correct"})
+            reply = backend.run(AgentRequest("asset-get-details", canonical_task("asset-get-details").prompt))
+        finally:
+            for fd in opened:
+                os.close(fd)
+        self.assertEqual([call.name for call in reply.tool_calls], ["imageman.asset.get"])
 
     def test_ctrl_c_ends_the_running_command_and_its_children(self) -> None:
         for concurrency in ("1", "2"):  # the run's own thread, and workers
