@@ -28,52 +28,32 @@ if __name__ == "__main__":
     except KeyboardInterrupt:  # a Ctrl-C before the handlers were in place
         raise SystemExit(130) from None
 
-import gc
 import importlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
-from harness import exchanges
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
-from harness.manifest import fingerprint, run_manifest
-from harness.records import AgentSurface, ConfigError, Result, Task, Unreachable
-from harness.reporters import publish, unreachable_reason
-from harness.reporters.console import Console, Progress, dry_run_lines, plan_line, say
-from harness.results import Spool, baseline_record, load_results, partial, results_document, task_entry
-from harness.running import INTERRUPTED, InTaskOrder, run_jobs
+from harness.records import AgentSurface, ConfigError, Unreachable
+from harness.reporters.console import complain, dry_run_lines, plan_line, say
+from harness.results import baseline_record, load_results, partial
+from harness.running import INTERRUPTED
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
+from harness.stages import STOP_SIGNALS, Run, judge, report, send, write
 from harness.taskfile import load_task_file
-from harness.text import clip, count, headline, printable, utc_timestamp
-from harness.verdict import (
-    EXIT_CONFIG,
-    EXIT_GATE_MET,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_UNREACHABLE,
-    Tallies,
-    decide,
-    tally,
-)
+from harness.text import internal_error
+from harness.verdict import EXIT_CONFIG, EXIT_GATE_MET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREACHABLE
 
-if TYPE_CHECKING:
-    from backends.pacing import Pacer
-
-# Ctrl-C is SIGINT; these end a run the same way: a CI job cancelled (SIGTERM), a terminal closed (SIGHUP).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 # What the process that started the run ignores stays ignored, as Python itself leaves an ignored SIGINT: nohup's
 # SIGHUP, a shell script's `cmd &` SIGINT.
 IGNORED_WHERE_STARTED = frozenset(s for s in (signal.SIGINT, *STOP_SIGNALS) if signal.getsignal(s) is signal.SIG_IGN)
-# What a task's entry in the results says of the task itself, as its task file has it (its id aside: see on_task).
-TASK_TEXT = ("category", "expected", "prompt")
 # name -> (the module whose main(argv) runs it, what it does); with none of these first, the arguments are a run's.
 SUBCOMMANDS = {
     "merge": (
@@ -122,10 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return subcommand.main(argv[1:], subcommand.Registry(BACKEND, BACKENDS, choose, SETTINGS))
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])
     except ConfigError as exc:
-        _complain(f"{prog}: error: {exc}")
+        complain(f"{prog}: error: {exc}")
         return EXIT_CONFIG
     except Unreachable as exc:
-        _complain(f"{prog}: error: {exc}")
+        complain(f"{prog}: error: {exc}")
         return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
@@ -134,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # A bug's message can quote what it was handling: masked, as a reply is, with every secret the settings hold.
         secrets = Secrets(environment_secrets(SETTINGS, os.environ))
-        _complain(secrets.mask(f"{prog}: internal error: {internal_error(exc)}"))
+        complain(secrets.mask(f"{prog}: internal error: {internal_error(exc)}"))
         print(secrets.mask("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
         return EXIT_INTERNAL
 
@@ -155,11 +135,29 @@ def configure(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Config, 
 
 def run(argv: Sequence[str]) -> int:
     """Load and check everything, send every task, score every reply, decide the verdict, write the results, report."""
-    config, backend_name, backend_settings = configure(argv, os.environ)
+    prepared = prepare(*configure(argv, os.environ))
+    config, tasks, hidden = prepared.config, prepared.tasks, prepared.hidden
+    if config.dry_run:
+        for line in dry_run_lines(prepared.plan, config, tasks, prepared.settings):
+            say(hidden.mask(line))
+        return EXIT_GATE_MET
+    if any(task.environment for task in tasks):  # the user's code is started now, in workers: never in here
+        from harness.environments import check_environments
+
+        check_environments(config.tasks_path, tasks, hidden)
+    sent = send(prepared)
+    summary, comparison = judge(prepared, sent)
+    write(prepared, sent, summary, comparison)
+    return report(prepared, sent, summary, comparison)
+
+
+def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
+    """The run set up, before anything is sent: its tasks, its backend, the secrets by role, the cassette, the
+    baseline and the plan, with every check that can refuse it made (exit 2)."""
     task_file = load_task_file(config.tasks_path, max_bytes=config.max_task_file_bytes)
     refuse_unknown(os.environ, DECLARED, task_file.variables)
     for warning in task_file.warnings:
-        _complain(f"eval_agent: warning: {warning}")
+        complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
     tasks = shard_of(selected, *config.shard) if config.shard else selected
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
@@ -197,156 +195,30 @@ def run(argv: Sequence[str]) -> int:
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
     compared_with = baseline_record(config.baseline_path, baseline) if config.baseline_path and baseline else None
     if baseline is not None:
-        from harness.costs import require_tokens, task_cost  # what a comparison weighs: a run without one, nothing
+        from harness.costs import require_tokens  # what a comparison weighs: a run without one, nothing
 
         if "tokens" in config.growth_limits:
             require_tokens(config.baseline_path or "", baseline, f"{MAX_TOKEN_GROWTH.flag} ({MAX_TOKEN_GROWTH.var})")
-
     settings = backend.describe()
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
     if config.replay_path:
         plan += f", replaying {config.replay_path}"
-    if config.dry_run:
-        for line in dry_run_lines(plan, config, tasks, settings):
-            say(hidden.mask(line))
-        return EXIT_GATE_MET
-
-    if any(task.environment for task in tasks):  # the user's code is started now, in workers: never in here
-        from harness.environments import check_environments
-
-        check_environments(config.tasks_path, tasks, hidden)
-    # The secrets alone: the task ids it lists stay the ids a baseline knows, whatever the query values.
-    manifest = secrets.mask_json(run_manifest(config, task_file, selected, backend_name, settings, surface.system))
-    if tape is not None:
-        manifest.update(tape.manifest())
-    # What is loaded now stays until the end: the collector need not walk the tasks again each time it runs, nor
-    # at the exit (left frozen, the interpreter's teardown takes 6 ms less of a 55 ms stub run).
-    gc.freeze()
-    started_at = time.time()
-    started = time.perf_counter()
-    say(plan)
-    jobs = [task for task in tasks for _ in range(config.runs)]
-    # An agent inside this process (the stub) has nothing to wait for: threads would only add their own cost.
-    concurrency = 1 if getattr(backend, "IN_PROCESS", False) else config.concurrency
-    # A backend that posts through a Transport has its pacer: at most `concurrency` requests at a time, fewer when the
-    # provider's rate limits say.
-    pacer: Pacer | None = getattr(getattr(backend, "transport", None), "pacer", None)
-    if pacer is not None:
-        pacer.open(concurrency)
-    console = Console(tasks, Progress(len(jobs), sys.stderr, pacer.state if pacer else None))
-    # Each task's entry goes to disk as it completes; what stays in memory is what the verdict and compare need.
-    entries = Spool(config.outputs.results)
-    tallies = Tallies()
-    briefs: list[dict[str, Any]] = []
-    first: dict[str, Any] | None = None  # the first task's entry: says why, when nothing reached the agent
-
-    def on_task(task: Task, trials: Sequence[Result]) -> None:
-        nonlocal first
-        entry = task_entry(task, trials)
-        if hidden:  # what the task says may hold what its placeholders expanded; the trials are masked already
-            entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
-        console.task(entry)
-        entries.add(entry)
-        if first is None:
-            first = entry
-        tallies.append(tally(entry))
-        if baseline is not None:  # what the comparison needs of the trials is their cost
-            brief = {key: value for key, value in entry.items() if key != "trialResults"}
-            briefs.append({**brief, "cost": task_cost(entry["trialResults"])})
-
-    in_task_order = InTaskOrder(tasks, config.runs, on_task)
-
-    def on_result(result: Result) -> None:
-        console.trial(result.outcome.status)
-        in_task_order.add(result)
-
-    tool_names = frozenset(tool.name for tool in task_file.tools)
-    exchanges.install(tape)
-    try:
-        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
-    finally:
-        exchanges.install(None)
-    stop = ending.cut
-    if tape is not None and ending.stopped_by is not None:  # a replay answers what this run never sent so, not a miss
-        tape.stopped_by = {"code": ending.stopped_by.error_code or "", "reason": ending.stopped_by.error or ""}
-    # The trials are in: a late Ctrl-C must not leave them unwritten.
-    for signum in (signal.SIGINT, *STOP_SIGNALS):
-        signal.signal(signum, signal.SIG_IGN)
-    not_run = in_task_order.finish()
-    console.finish()
-    pacing = pacer.state() if pacer is not None else None
-    if pacing is not None and pacing.told:  # a replay, or an endpoint that never spoke of its limits, has none to say
-        manifest["rateLimits"] = pacing.recorded()
-
-    comparison = None
-    if baseline is not None:
-        from harness.comparison import compare, render
-
-        comparison = compare(
-            baseline,
-            {"manifest": manifest, "runs": config.runs, "results": briefs, "notRun": not_run},
-            config.growth_limits,
-        )
-    summary = decide(
-        tallies,
-        config.gate,
-        runs=config.runs,
-        gate_on=config.gate_on,
-        not_run=len(not_run),
-        regressed=comparison.regressed if comparison else (),
-        overall_regressed=comparison.overall_regressed if comparison else False,
-        growth=comparison.growth if comparison else (),
-        interrupted=isinstance(stop, KeyboardInterrupt),
-        rate_limited=ending.rate_limited,
-        internal_error=hidden.mask(internal_error(stop)) if isinstance(stop, Exception) else None,
+    return Run(
+        config=config,
+        task_file=task_file,
+        selected=selected,
+        tasks=tasks,
+        surface=surface,
+        backend_name=backend_name,
+        backend=backend,
+        settings=settings,
+        secrets=secrets,
+        hidden=hidden,
+        tape=tape,
+        baseline=baseline,
+        compared_with=compared_with,
+        plan=plan,
     )
-    document = results_document(
-        run_id=config.run_id,
-        fingerprint=fingerprint(manifest, selected),
-        manifest=manifest,
-        started_at=utc_timestamp(started_at),
-        duration_ms=(time.perf_counter() - started) * 1000,
-        summary=summary,
-        tasks=entries,
-        interrupted=isinstance(stop, KeyboardInterrupt),
-        not_run=not_run,
-        baseline=compared_with,
-    )
-    try:
-        publish(document, summary, config.outputs, comparison)
-    finally:
-        entries.close()
-        if tape is not None:
-            tape.save()  # what was recorded, also of a run cut short: after the results, which it must not cost
-    say(headline(summary))
-    if comparison is not None:
-        for line in render(comparison, config.baseline_path or "", config.outputs.results):
-            say(line)
-    if isinstance(stop, Exception):
-        raise stop  # recorded in the results; the boundary says it and exits 4
-    if summary.exit_code == EXIT_UNREACHABLE:
-        assert first is not None  # a verdict of unreachable counts at least one task
-        only_replayed = config.replay_path is not None and not config.record_missing
-        replayed_from = f" (as recorded in {config.replay_path}, replayed: nothing was sent)" if only_replayed else ""
-        raise Unreachable(unreachable_reason(manifest, first) + replayed_from)
-    if summary.exit_code == EXIT_INTERRUPTED:
-        _complain(f"eval_agent: interrupted after {in_task_order.count} of {count(len(jobs), 'trial')}")
-    elif ending.rate_limited:
-        _complain(
-            f"eval_agent: stopped after {in_task_order.count} of {count(len(jobs), 'trial')}: "
-            f"{count(min(concurrency, len(jobs)), 'request')} in a row ended rate-limited (reply:rate-limited), "
-            "the rest were not sent"
-        )
-    return summary.exit_code
-
-
-def internal_error(exc: BaseException) -> str:
-    """`RuntimeError: boom`: a bug, on one line, as the console and the results file say it."""
-    return f"{type(exc).__name__}: {clip(str(exc), 300)}"
-
-
-def _complain(line: str) -> None:
-    print(printable(line), file=sys.stderr)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

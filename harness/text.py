@@ -110,6 +110,11 @@ def clip(text: str, limit: int) -> str:
     return line[: limit - 3] + "..."
 
 
+def internal_error(exc: BaseException) -> str:
+    """`RuntimeError: boom`: a bug, on one line, as the console and the results file say it."""
+    return f"{type(exc).__name__}: {clip(str(exc), 300)}"
+
+
 def printable(text: str, keep: str = "") -> str:
     """The text with everything that could act instead of show escaped: `\\x1b[31m`, `\\n`, `\\u202e`; but the
     characters in keep (the line breaks and tabs of a medium that shows them as such)."""

@@ -33,6 +33,11 @@ def say(line: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def complain(line: str) -> None:
+    """Print a line on stderr (a warning, an error, why a run stopped early), what could act on a terminal escaped."""
+    print(printable(line), file=sys.stderr)
+
+
 def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason (and its
     turns' verdicts, when they were judged), (flaky)."""
