@@ -81,6 +81,13 @@ class Layout(unittest.TestCase):
         for folder in ("harness", "backends", "tests", "bench"):
             self.assertTrue(os.path.isdir(os.path.join(ROOT, folder)), folder)
 
+    def test_the_run_reads_as_its_stages_in_at_most_60_lines(self) -> None:
+        # Setting a run up is prepare's, each stage's work harness/stages.py's: what a run grows goes there.
+        with open(os.path.join(ROOT, "eval_agent.py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        run = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "run")
+        self.assertLessEqual((run.end_lineno or run.lineno) - run.lineno + 1, 60)
+
     def test_no_module_shadows_a_standard_library_module(self) -> None:
         import sys
 
