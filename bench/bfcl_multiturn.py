@@ -5,7 +5,9 @@ Run: make test (it installs bfcl-eval without its dependencies into .venv, and m
 or, with the wheel alone: pip download bfcl-eval==2026.3.23 --no-deps -d /tmp/bfcl
      python3 bench/bfcl_multiturn.py /tmp/bfcl/bfcl_eval-2026.3.23-py3-none-any.whl
 All 800 entries take about 20 minutes on two cores (each trial starts a worker); the table comes at the end, and each
-kind of replay says on stderr when it starts and ends. `--sample 5` takes well under a minute.
+kind of replay says on stderr when it starts and ends. `--sample 5` takes well under a minute. `--preflight` only
+ports the entries and times the start of their environments (harness/environments.py check_environments: what a run
+does before its first request), printing `preflight: N environments, M reference checks, X s`.
 
 The wheel holds BFCL's multi-turn questions (multi_turn_base, _miss_func, _miss_param, _long_context), their ground
 truths, the classes their tools run on and the checker; it is read in place (a zip on sys.path) or as installed,
@@ -473,10 +475,30 @@ def agreement(
     return tally, rules
 
 
+def preflight(entries: Sequence[Entry], folder: str) -> str:
+    """The ported tasks' environments started as a run starts them before its first request, and how long it took."""
+    from harness.environments import check_environments
+    from harness.taskfile import load_task_file
+
+    task_path = os.path.join(folder, "tasks.json")
+    with open(task_path, "w", encoding="utf-8") as f:
+        json.dump(port(entries, folder), f)
+    tasks = load_task_file(task_path, {}).tasks
+    started = time.monotonic()
+    check_environments(task_path, tasks)
+    elapsed = time.monotonic() - started
+    environments = {
+        json.dumps([t.environment.module, t.environment.config], sort_keys=True) for t in tasks if t.environment
+    }
+    references = sum(1 for task in tasks if task.state and task.state.reference)
+    return f"preflight: {len(environments)} environments, {references} reference checks, {elapsed:.1f} s"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="BFCL's multi-turn categories through the harness and BFCL's checker")
     parser.add_argument("wheel", nargs="?", help="the bfcl-eval wheel (default: the bfcl_eval make test installs)")
     parser.add_argument("--sample", type=int, metavar="N", help="only the first N entries of each category")
+    parser.add_argument("--preflight", action="store_true", help="only time the start of the tasks' environments")
     args = parser.parse_args(argv)
     if args.wheel:
         use_wheel(args.wheel)
@@ -489,6 +511,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             entries.append(entry)
     calls = sum(len(turn) for entry in entries for turn in entry.truth)
     print(f"{len(entries)} entries, {sum(len(e.truth) for e in entries)} turns, {calls} ground-truth calls")
+    if args.preflight:
+        with tempfile.TemporaryDirectory() as folder:
+            print(preflight(entries, folder))
+        return
     with tempfile.TemporaryDirectory() as folder:
         try:
             tally, rules = agreement(entries, folder, progress=lambda line: print(line, file=sys.stderr, flush=True))
