@@ -3,7 +3,8 @@
 The user's code runs in the worker, never in the harness: one that hangs past its timeout, exits, crashes, answers
 what is not JSON, answers out of turn (what is not the answer to the request) or prints more than MAX_OUTPUT makes its
 trial an error (tool:environment, with the last lines it wrote on stderr), and the run goes on. A worker lives for
-one trial and is killed at its end, or at the harness's.
+one trial and is killed at its end, or at the harness's. Before a run, check_environments checks every environment
+and reference in forks of a few workers that imported the class, killed when it returns.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -42,6 +44,7 @@ ANSWERS = {
     "new": (set(), {"failed", "error"}),
     "call": ({"result"}, {"raised"}),
     "state": ({"state"}, {"raised"}),
+    "fork": (set(),),
 }
 
 
@@ -96,18 +99,54 @@ class World:
 
     def _started(self) -> World:
         if self.process is None:
-            self.process = _spawn(self.hidden)
-            threading.Thread(target=self._read_answers, args=(self.process.stdout,), daemon=True).start()
-            self.output = threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True)
-            self.output.start()
-            spec = self.spec
-            load = {"module": spec.module, "class": spec.class_name, "config": spec.config}
-            answer = self._ask({"op": "load", **load, "methods": sorted(set(spec.methods.values()))})
-            if "failed" in answer:
-                raise WorldError(answer["error"], answer["failed"])
-            self.has = frozenset(answer["methods"])
-            self._made(self._ask({"op": "new"}))
+            self._loaded()._made(self._ask({"op": "new"}))
         return self
+
+    def _loaded(self) -> World:
+        """The worker started, the module imported and the class found; no instance made."""
+        if self.process is None:
+            self._spawned()
+        spec = self.spec
+        load = {"module": spec.module, "class": spec.class_name, "config": spec.config}
+        answer = self._ask({"op": "load", **load, "methods": sorted(set(spec.methods.values()))})
+        if "failed" in answer:
+            raise WorldError(answer["error"], answer["failed"])
+        self.has = frozenset(answer["methods"])
+        return self
+
+    def _spawned(self) -> None:
+        self.process = _spawn(self.hidden)
+        threading.Thread(target=self._read_answers, args=(self.process.stdout,), daemon=True).start()
+        self.output = threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True)
+        self.output.start()
+
+    def _forked(self, spec: Environment) -> int:
+        """A copy of the loaded worker, with an instance made from the spec's config, answers until _unforked."""
+        self.printed = 0  # each copy may print as much as a worker
+        self._ask({"op": "fork", "config": spec.config})
+        fork = self.asked
+        self._made(self._ask({"op": "new"}))
+        return fork
+
+    def _unforked(self, fork: int) -> None:
+        """The copy ended: a WorldError unless it ended as asked."""
+        process = self._started().process
+        assert process is not None and process.stdin is not None
+        try:
+            process.stdin.write(b'{"op": "done"}\n')
+            process.stdin.flush()
+        except OSError:
+            pass
+        try:
+            line = self.answers.get(timeout=self.spec.timeout)
+        except queue.Empty:
+            raise self._failed(f"no answer within {self.spec.timeout:g} s") from None
+        try:
+            answer = json.loads(line)
+        except (ValueError, RecursionError):
+            answer = None
+        if answer != {"ended": 0, "id": fork}:
+            raise self._failed(f"its copy ended otherwise: {_said(line)}")
 
     def _made(self, answer: Mapping[str, Any]) -> None:
         if answer.get("failed") == "config":
@@ -233,45 +272,159 @@ def reference_state(spec: Environment, task: Task, hidden: Secrets = NO_SECRETS)
 
 def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SECRETS) -> dict[str, frozenset[str]]:
     """Start each environment the tasks use once, before anything is sent: a module, class, method or config that is
-    not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here).
+    not there is a ConfigError at its JSON path (importing the user's code happens in a worker, never here), as is a
+    reference call that raises.
 
-    Returns the tools each environment answers, by where it is set (its JSON path).
+    Each distinct environment is checked once and each reference played once, several at a time, in copies of a
+    worker that loaded the class (a fork each, as fresh as a new worker's instance); a task found wrong is checked
+    again as a trial starts its world, in workers of its own, for the same error whatever the order the checks ended
+    in: the first in task order. Returns the tools each environment answers, by where it is set (its JSON path).
     """
-    checked: dict[str, World] = {}
+    jobs: list[tuple[Task, bool]] = []  # each task to check, and whether its environment is checked with it
+    seen: set[str] = set()
     for task in tasks:
         spec = task.environment
         if spec is None:
             continue
-        world = checked.get(spec.where)
-        if world is None:
-            world = checked[spec.where] = World(spec, hidden)
-            try:
-                world._started()
-            except WorldError as err:
-                raise ConfigError(f"{path}: {spec.where}{'.' + err.key if err.key else ''}: {err}") from None
-            finally:
-                world.close()
-            for tool in spec.named:
-                if not world.implements(tool):
-                    method = spec.methods[tool]
-                    raise ConfigError(f"{path}: {spec.where}.methods.{tool}: {spec.class_name} has no method {method}")
+        same = _environment_key(spec)
+        if same not in seen or (task.state and task.state.reference):
+            jobs.append((task, same not in seen))
+            seen.add(same)
+    checks = _Checks(hidden)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1)))
+    try:
+        found = [pool.submit(checks.clean, task, first) for task, first in jobs]
+        for (task, first), clean in zip(jobs, found, strict=True):
+            if not clean.result():
+                checks.has[_loader_key(task.environment)] = _check_task(path, task, first, hidden)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        checks.close()
+    answered: dict[str, frozenset[str]] = {}
+    for spec in {task.environment.where: task.environment for task in tasks if task.environment}.values():
+        has = checks.has[_loader_key(spec)]
+        answered[spec.where] = frozenset(tool for tool, method in spec.methods.items() if method in has)
+    return answered
+
+
+def _environment_key(spec: Environment) -> str:
+    """What an environment's check depends on, the same for two environments set alike in two places."""
+    methods = sorted(spec.methods.items())
+    return canonical_json([spec.module, spec.class_name, spec.config, methods, spec.named, spec.timeout])
+
+
+def _loader_key(spec: Environment | None) -> str:
+    """What a loaded worker depends on: every instance of the class is made by a fork of one."""
+    assert spec is not None
+    return canonical_json([spec.module, spec.class_name, sorted(set(spec.methods.values())), spec.timeout])
+
+
+class _Checks:
+    """Workers that loaded a class, each forked for the instances checked, as many of each class as check at once."""
+
+    def __init__(self, hidden: Secrets) -> None:
+        self.hidden = hidden
+        self.lock = threading.Lock()
+        self.idle: dict[str, list[World]] = {}
+        self.started: list[World] = []
+        self.has: dict[str, frozenset[str]] = {}  # the methods the class has, by loader key
+        self.ended = False
+
+    def clean(self, task: Task, first: bool) -> bool:
+        """Whether the task's environment (when first) and its reference are found right; False also when not sure."""
+        spec = task.environment
+        assert spec is not None
+        key = _loader_key(spec)
         reference = task.state.reference if task.state else None
-        for call in reference or ():
-            if call.name not in task.tool_results and not world.implements(call.name):
-                where = task.state.where if task.state else ""
-                raise ConfigError(
-                    f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
-                    "task's toolResults answer"
-                )
-        if reference and task.state:
-            try:
-                reference_state(spec, task, hidden)
-            except WorldError as err:
-                raise ConfigError(f"{path}: {task.state.where}: {err}") from None
-    return {
-        where: frozenset(tool for tool in world.spec.methods if world.implements(tool))
-        for where, world in checked.items()
-    }
+        try:
+            world = self._take(key, spec)
+        except WorldError:
+            return False
+
+        def implements(tool: str) -> bool:  # by this task's map: the worker's is the first task's of its class
+            return spec.methods.get(tool) in world.has
+
+        try:
+            if (first and not all(map(implements, spec.named))) or any(
+                call.name not in task.tool_results and not implements(call.name) for call in reference or ()
+            ):
+                self._give_back(key, world)
+                return False
+            fork = world._forked(spec)
+            clean = True
+            for call in reference or ():
+                if clean and call.name not in task.tool_results and implements(call.name):
+                    answer = world._ask({"op": "call", "method": spec.methods[call.name], "args": dict(call.args)})
+                    clean = "raised" not in answer
+            if clean and reference:
+                world.state()
+            world._unforked(fork)
+        except (WorldError, OSError, ValueError):  # ValueError: its pipe closed as the preflight ends
+            world.close()
+            return False
+        self._give_back(key, world)
+        return clean
+
+    def close(self) -> None:
+        """Kill every worker started, and start no more."""
+        with self.lock:
+            self.ended = True
+            started = list(self.started)
+        for world in started:
+            world.close()
+
+    def _take(self, key: str, spec: Environment) -> World:
+        with self.lock:
+            if self.ended:
+                raise WorldError("the preflight ended")
+            if self.idle.get(key):
+                return self.idle[key].pop()
+            world = World(spec, self.hidden)
+            world._spawned()  # now: a worker started after close() would outlive it
+            self.started.append(world)
+        world._loaded()
+        with self.lock:
+            self.has[key] = world.has
+        return world
+
+    def _give_back(self, key: str, world: World) -> None:
+        with self.lock:
+            if not self.ended:
+                self.idle.setdefault(key, []).append(world)
+                return
+        world.close()
+
+
+def _check_task(path: str, task: Task, first: bool, hidden: Secrets) -> frozenset[str]:
+    """The task's environment and reference checked in fresh workers, as a trial starts them: the ConfigError of the
+    first thing wrong, else the methods the class has."""
+    spec = task.environment
+    assert spec is not None
+    world = World(spec, hidden)
+    try:
+        world._started()
+    except WorldError as err:
+        raise ConfigError(f"{path}: {spec.where}{'.' + err.key if err.key else ''}: {err}") from None
+    finally:
+        world.close()
+    for tool in spec.named if first else ():
+        if not world.implements(tool):
+            method = spec.methods[tool]
+            raise ConfigError(f"{path}: {spec.where}.methods.{tool}: {spec.class_name} has no method {method}")
+    reference = task.state.reference if task.state else None
+    for call in reference or ():
+        if call.name not in task.tool_results and not world.implements(call.name):
+            where = task.state.where if task.state else ""
+            raise ConfigError(
+                f"{path}: {where}: the reference calls {call.name}, which neither {spec.class_name} nor the "
+                "task's toolResults answer"
+            )
+    if reference and task.state:
+        try:
+            reference_state(spec, task, hidden)
+        except WorldError as err:
+            raise ConfigError(f"{path}: {task.state.where}: {err}") from None
+    return world.has
 
 
 def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:

@@ -5,6 +5,11 @@ It runs in its own process so that the user's code can hang, exit or crash witho
 imports nothing of the harness. The requests and answers come and go on copies of the pipes it was started with,
 which no program the user's code runs inherits: the user's code reads nothing on stdin, and what it prints goes to
 stderr, never into the answers. A process the user's code forks never answers: it ends where it would.
+
+A "fork" request makes a copy of the worker as loaded (the module imported, no instance made) that answers the next
+requests until "done"; the worker answers the fork again once the copy has ended, with its exit code. The harness
+checks many instances of one class this way before a run without importing the module for each (a fresh worker's
+start and import is 35 ms and more; a fork, a millisecond).
 """
 
 from __future__ import annotations
@@ -36,12 +41,30 @@ def main() -> None:
     world, worker = World(), os.getpid()
     for line in requests:
         request = json.loads(line)
+        if request["op"] == "fork":
+            sys.stdout.flush()  # what the user's code printed is printed once, not again by each copy
+            child = os.fork()
+            if child == 0:  # the copy answers the requests until "done", on a fresh instance of the module as loaded
+                worker = os.getpid()
+                world.config = request["config"]
+                _answer(answers, request["id"], {})
+                continue
+            _answer(answers, request["id"], {"ended": _ended(child)})
+            continue
+        if request["op"] == "done":
+            os._exit(0)
         try:
             answer = world.handle(request)
         finally:
             if os.getpid() != worker:
                 os._exit(0)  # a child the user's code forked came back here: the worker answers, never it
         _answer(answers, request["id"], answer)
+
+
+def _ended(child: int) -> int:
+    """The forked copy's exit code, or minus the signal that ended it, once it has ended."""
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 class World:

@@ -511,6 +511,97 @@ class CheckedAtTheStart(Calling):
         check_environments("tasks.json", [task])
         self.assertEqual(task.environment and task.environment.module, os.path.join(self.tmp, "mine.py"))
 
+    def module(self, text: str) -> str:
+        """A module of the test's, next to its task file."""
+        with open(os.path.join(self.tmp, "mine.py"), "w", encoding="utf-8") as f:
+            f.write(text)
+        return "mine.py"
+
+    def tasks(self, count: int, environment: dict[str, Any], **expect: Any) -> list[Task]:
+        """Tasks that each set their own environment, with their reference's one call: fs.write(path=<task number>)."""
+        steps = {"tool": "fs.write", "argValues": {"path": ["<n>"], "text": ["x"]}, "state": "reference", **expect}
+        items = [
+            {
+                "id": f"t{n}",
+                "category": "c",
+                "prompt": "p",
+                "environment": {**environment, "config": {"n": n}},
+                "expect": json.loads(json.dumps(steps).replace("<n>", str(n))),
+            }
+            for n in range(count)
+        ]
+        return list(load_task_file(self.task_file(items)).tasks)
+
+    def test_each_reference_is_played_on_the_class_as_it_was_imported(self) -> None:
+        """The references are played side by side in copies of one loaded worker: never one after another in it."""
+        mine = self.module(
+            "class Once:\n"
+            "    claimed = []  # the class's own: a call here must not be another reference's start\n"
+            "    def __init__(self, n):\n"
+            "        self.n = n\n"
+            "    def write(self, path, text):\n"
+            "        if Once.claimed:\n"
+            "            raise RuntimeError(f'claimed before by {Once.claimed}')\n"
+            "        Once.claimed.append(path)\n"
+            "        return 'ok'\n"
+        )
+        tasks = self.tasks(8, {"module": mine, "class": "Once"})
+        self.assertEqual(check_environments("tasks.json", tasks)["tasks[7].environment"], {"fs.write"})
+
+    def test_a_class_is_imported_once_for_each_check_at_a_time_not_once_for_each_task(self) -> None:
+        mine = self.module(
+            "import os\n"
+            "with open(os.path.join(os.path.dirname(__file__), 'imports.log'), 'a') as log:\n"
+            "    log.write('imported\\n')\n"
+            "class Counted:\n"
+            "    def __init__(self, n):\n"
+            "        self.n = n\n"
+            "    def write(self, path, text):\n"
+            "        return 'ok'\n"
+        )
+        check_environments("tasks.json", self.tasks(12, {"module": mine, "class": "Counted"}))
+        with open(os.path.join(self.tmp, "imports.log"), encoding="utf-8") as f:
+            imports = len(f.read().splitlines())
+        self.assertLessEqual(imports, os.cpu_count() or 1)  # a worker and a reference world for each task: 24
+
+    def test_the_first_problem_in_task_order_is_said_whichever_check_ends_first(self) -> None:
+        mine = self.module(
+            "import time\n"
+            "class Picky:\n"
+            "    def __init__(self, n):\n"
+            "        self.n = n\n"
+            "    def write(self, path, text):\n"
+            "        if path in ('1', '4'):\n"
+            "            time.sleep(0.5 if path == '1' else 0)  # the first wrong, found last\n"
+            "            raise ValueError(f'no {path}')\n"
+            "        return 'ok'\n"
+        )
+        with self.assertRaises(ConfigError) as caught:
+            check_environments("tasks.json", self.tasks(6, {"module": mine, "class": "Picky"}))
+        self.assertEqual(
+            str(caught.exception),
+            'tasks.json: tasks[1].expect.state: the reference call fs.write({"path": "1", "text": "x"}) raised '
+            "ValueError: no 1",
+        )
+
+    def test_a_reference_call_that_ends_its_worker_is_said_as_in_a_worker_of_its_own(self) -> None:
+        environment = {"module": HOSTILE, "class": "Hostile", "methods": {"fs.ls": "leave"}}
+        self.assertEqual(
+            self.check(environment, {"tool": "fs.ls", "state": "reference"}),
+            "tasks.json: tasks[0].expect.state: the environment failed: it exited with code 3; its last output:\n"
+            "leaving now",
+        )
+
+    def test_a_config_the_class_does_not_take_among_many_tasks_is_said_at_the_first_that_sets_it(self) -> None:
+        tasks = self.tasks(5, {"module": FILES, "class": "FileSystem"})[1:3]  # config {"n": 1}, then {"n": 2}
+        with self.assertRaises(ConfigError) as caught:
+            check_environments("tasks.json", tasks)
+        self.assertEqual(
+            str(caught.exception),
+            "tasks.json: tasks[1].environment.config: FileSystem(**config) raised TypeError: "
+            "FileSystem.__init__() got an unexpected keyword argument 'n'",
+        )
+
 
 class OnAProvider(Calling):
     def test_a_model_that_reaches_the_reference_state_by_another_order_passes(self) -> None:
@@ -706,6 +797,37 @@ class FromTheCommandLine(Calling):
 
     def test_ctrl_c_leaves_no_worker_behind(self) -> None:
         self.assertEqual(self.hang_then(signal.SIGINT), 130)
+
+    def test_ctrl_c_while_the_environments_are_checked_leaves_no_worker_behind(self) -> None:
+        """Before any request: the reference's call hangs in a copy of the worker that loaded the class."""
+        pid_file = os.path.join(self.tmp, "worker.pid")
+        environment = {"module": HOSTILE, "class": "Hostile", "timeout": 60, "methods": {"fs.ls": "hang"}}
+        expect = {"tool": "fs.ls", "state": "reference"}
+        self.task_file([{"id": "t", "category": "c", "prompt": "p", "expect": expect}], environment=environment)
+        run = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT],
+            env=clean_env(EVAL_TASKS="tasks.json", HOSTILE_PID_FILE=pid_file),
+            cwd=self.tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(run.kill)
+        deadline = time.monotonic() + 30
+        while not _read(pid_file):
+            self.assertLess(time.monotonic(), deadline, "the reference's call never started")
+            time.sleep(0.05)
+        copy, child = map(int, _read(pid_file).split())
+        with open(f"/proc/{copy}/stat", encoding="utf-8") as f:
+            loaded = int(f.read().rsplit(")", 1)[1].split()[1])  # the worker it was forked from
+        for pid in (copy, child, loaded):
+            self.addCleanup(_end, pid)  # when the test fails
+        run.send_signal(signal.SIGINT)
+        self.assertEqual(run.wait(timeout=30), 130)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in (copy, child, loaded)):
+            self.assertLess(time.monotonic(), deadline, "a worker, or a process it started, outlived the run")
+            time.sleep(0.05)
 
     def test_a_harness_killed_outright_leaves_no_worker_behind(self) -> None:
         self.assertEqual(self.hang_then(signal.SIGKILL), -signal.SIGKILL)
