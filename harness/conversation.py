@@ -3,6 +3,7 @@ whole trial taken together for scoring."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
@@ -27,12 +28,17 @@ from harness.records import (
     replace,
 )
 from harness.scoring import call_problem, repeated_steps
-from harness.text import CALL_SIGN, provider_name
+from harness.text import CALL_SIGN, provider_name, sha256_hex
 
 if TYPE_CHECKING:
     from harness.environments import World
 
 UNSCRIPTED = "no result scripted for {name}"
+# A trial's and a conversation's ids: a keyed hash of a count, as unguessable as os.urandom's (an agent may key what it
+# did by them) without its system call per trial, which lets go of the interpreter lock: at a concurrency of 4 each
+# release hands it to another worker, and the trial then waits to take it back.
+_ID_KEY = os.urandom(32)
+_IDS = itertools.count()
 
 
 def agent_request(
@@ -114,8 +120,8 @@ def converse(
     failing. A turn that checks its state has the world's state taken when it ends, kept from the agent. Each request
     carries the trial's id, made here, and its number (which of the task's), and is placed for the run's cassette.
     """
-    conversation_id = os.urandom(8).hex() if task.turns else ""
-    trial_id = os.urandom(16).hex()  # unguessable: an agent may key what it did by it
+    conversation_id = unguessable_id()[:16] if task.turns else ""
+    trial_id = unguessable_id()
     plays = backend.PLAYS_TOOLS and task.is_conversation
     repeats = (task.budget or NO_BUDGET).max_repeats
     player = ToolPlayer(task.tool_results, world)
@@ -157,6 +163,11 @@ def converse(
     if ends:
         turns = [replace(turn, end=ends[index]) if index in ends else turn for index, turn in enumerate(turns)]
     return tuple(turns), conversation_id
+
+
+def unguessable_id() -> str:
+    """32 hex digits no one can guess from the ids made before it, unique within the run."""
+    return sha256_hex(_ID_KEY + next(_IDS).to_bytes(8, "big"))[:32]
 
 
 def read_names(reply: Reply, tools: Collection[str]) -> Reply:
