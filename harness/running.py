@@ -201,23 +201,28 @@ def _run_pool(
 ) -> Generator[tuple[int, Result], None, None]:
     """Yield (index, result) as worker threads complete jobs 0 to count - 1; closing the generator stops the workers,
     and puts the results they had finished but not yet yielded in leftovers."""
-    todo = iter(range(count))
-    todo_lock = threading.Lock()
-    stop = threading.Event()
     import queue  # a run of one at a time (or on the stub) has no workers to hear from
 
+    # The jobs' numbers, handed out 2 * concurrency ahead of the results taken: against an agent faster than the
+    # reports, workers wait here rather than pile up every trial of the run in done. None: no more. Two of the
+    # interpreter's own queues are all a result's way takes: a lock and a semaphore made in Python cost a trial more.
+    todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
     done: queue.SimpleQueue[tuple[int, Result | BaseException]] = queue.SimpleQueue()
-    # Results taken but not yet handed on: against an agent faster than the reports, workers wait here rather than
-    # pile up every trial of the run in the queue.
-    room = threading.Semaphore(2 * concurrency)
+    stop = threading.Event()
+    workers = min(concurrency, count)
+
+    def hand_out(index: int) -> None:
+        todo.put(index)
+        if index == count - 1:  # the last: a worker that finds no more work ends
+            for _ in range(workers):
+                todo.put(None)
+
+    ahead = min(count, 2 * concurrency)
+    for index in range(ahead):
+        hand_out(index)
 
     def worker() -> None:
-        while not stop.is_set():
-            room.acquire()
-            with todo_lock:
-                index = next(todo, None)
-            if index is None:
-                return
+        while (index := todo.get()) is not None and not stop.is_set():
             try:
                 done.put((index, run(index)))
             except BaseException as exc:  # a bug, not a verdict: hand it to the main thread
@@ -225,10 +230,10 @@ def _run_pool(
                 return
 
     # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
-    for _ in range(min(concurrency, count)):
+    for _ in range(workers):
         threading.Thread(target=worker, daemon=True).start()
     try:
-        for _ in range(count):
+        for taken in range(count):
             # Waited for in short spells, so that a Ctrl-C whose exception was lost is heard all the same.
             while True:
                 try:
@@ -240,10 +245,12 @@ def _run_pool(
             if isinstance(outcome, BaseException):
                 raise outcome
             yield index, outcome
-            room.release()
+            if ahead + taken < count:
+                hand_out(ahead + taken)
     finally:
         stop.set()
-        room.release(concurrency)  # a worker waiting for room wakes, and sees it should stop
+        for _ in range(workers):
+            todo.put(None)  # a worker waiting for a job wakes, and sees it should stop
         while True:
             try:
                 index, outcome = done.get_nowait()
