@@ -329,8 +329,10 @@ def _response_json(response: Response, attempts: int) -> dict[str, Any]:
             pass
         else:
             if not too_deep(response.body, body):
-                return {**outcome, "body": body}
-    return {**outcome, "text": response.body.decode("utf-8", "surrogateescape")}
+                outcome["body"] = body
+                return outcome
+    outcome["text"] = response.body.decode("utf-8", "surrogateescape")
+    return outcome
 
 
 def _failure_json(err: BackendError, attempts: int) -> dict[str, Any]:

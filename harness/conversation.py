@@ -122,9 +122,9 @@ def converse(
     """
     conversation_id = unguessable_id()[:16] if task.turns else ""
     trial_id = unguessable_id()
-    plays = backend.PLAYS_TOOLS and task.is_conversation
     repeats = (task.budget or NO_BUDGET).max_repeats
-    player = ToolPlayer(task.tool_results, world)
+    # The tool results to play back, for a backend that asks again with them: a trial that never does makes none.
+    player = ToolPlayer(task.tool_results, world) if backend.PLAYS_TOOLS and task.is_conversation else None
     turns: list[Turn] = []  # the conversation so far, as the agent is sent it: without the states taken
     ends: dict[int, EndState] = {}  # by turn: the world's state when it ended, for the turns that check it
     for index, user in enumerate((task.prompt, *task.turns)):
@@ -136,7 +136,7 @@ def converse(
             except BackendError as err:
                 reply = Reply.failed(err)
             reply = read_names(_checked(reply, tools), tools)
-            if reply.error_code is not None or not plays or not reply.tool_calls:
+            if reply.error_code is not None or player is None or not reply.tool_calls:
                 steps.append(Step(reply))
                 break
             if len(steps) + 1 >= task.max_steps:
