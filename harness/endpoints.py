@@ -16,7 +16,7 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 # Headers the harness owns: the body's framing and type are ours to set.
 RESERVED_HEADERS = {"content-length", "content-type", "transfer-encoding"}
 # Header and query parameter names whose values are credentials: `Authorization`, `X-Api-Key`, `?code=`, `?sig=`.
-SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|credential|sig|code", re.IGNORECASE)
+SECRET_NAME = re.compile(r"auth|key|token|secret|pass|pwd|cookie|session|credential|sig|code", re.IGNORECASE)
 # Environment variables whose values are credentials: a word of the name (between underscores) is one, or ends in one
 # (`GITHUB_TOKEN`, `DB_PASSWORD`, `APIKEY`, `AUTH_HEADER`), and `KEYWORD` or `CODE` is not. Free-form names need words.
 SECRET_VARIABLE = re.compile(

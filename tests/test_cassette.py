@@ -395,7 +395,7 @@ class WhatChanged(TempDirTestCase):
 
     def test_the_agent_urls_query_is_keyed_and_fingerprinted_but_a_credential_in_it_is_neither(self) -> None:
         agent = self.serve(canned)
-        query = "/run?model=model-xyzzy-1&api-version=2024-10-21&code=" + API_KEY
+        query = "/run?model=model-xyzzy-1&api-version=2024-10-21&code=" + API_KEY + "&pwd=hunter2-Qx7"
         env = clean_env(EVAL_AGENT_URL=agent.url(query))
         _stdout, stderr, code = run_cli("--record", "c.jsonl", "--out", "recorded.json", env=env, cwd=self.tmp)
         self.assertEqual(code, 0, stderr)
@@ -404,12 +404,13 @@ class WhatChanged(TempDirTestCase):
         for name in ("c.jsonl", "recorded.json"):
             with open(os.path.join(self.tmp, name), encoding="utf-8") as f:
                 written = f.read()
-            for value in (API_KEY, "model-xyzzy-1", "2024-10-21"):
+            for value in (API_KEY, "model-xyzzy-1", "2024-10-21", "hunter2-Qx7"):
                 self.assertNotIn(value, written, "no query value is written")
         rows = [
             ("another model", query.replace("xyzzy-1", "xyzzy-2"), "query.model"),
             ("another API version", query.replace("2024-10-21", "2025-04-01"), "query.api-version"),
             ("another credential", query.replace(API_KEY, "sk-rotated-ABCDEFGHIJ"), None),
+            ("another password", query.replace("hunter2-Qx7", "hunter3-Zk9"), None),
         ]
         for what, changed, field in rows:
             with self.subTest(what):
