@@ -36,26 +36,33 @@ BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 def tally(entry: Mapping[str, Any]) -> Tally:
     """What the verdict counts of one task, from its entry in the results: a run's and a merge's alike."""
     trials = entry["trialResults"]
+    excusable = frozenset() if (entry.get("budget") or {}).get("blocking") else BUDGET_CODES
+    unreached, latency_ms, over_budget, excused, missed = True, 0, 0, 0, False
+    for trial in trials:  # one pass, where one for each figure cost a task as much again
+        code = trial["code"]
+        # A conversation that failed after its first step got answers: the agent was reached.
+        unreached = unreached and code in UNREACHABLE and trial.get("steps", 1) == 1
+        latency_ms += trial["durationMs"]
+        over_budget += code in BUDGET_BREACHES
+        excused += code in excusable
+        missed = missed or code in REPLAYED_NOTHING
     return Tally(
         entry["id"],
         entry["category"],
         tuple(trial["status"] for trial in trials),
         blocking=entry["blocking"],
         violation=entry["violation"] is not None,
-        # A conversation that failed after its first step got answers: the agent was reached.
-        unreached=all(trial["code"] in UNREACHABLE and trial.get("steps", 1) == 1 for trial in trials),
+        unreached=unreached,
         tokens=total_tokens(
             [
                 (trial["usage"]["inputTokens"], trial["usage"]["outputTokens"]) if trial["usage"] else None
                 for trial in trials
             ]
         ),
-        latency_ms=sum(trial["durationMs"] for trial in trials),
-        over_budget=sum(trial["code"] in BUDGET_BREACHES for trial in trials),
-        budget_excused=0
-        if (entry.get("budget") or {}).get("blocking")
-        else sum(trial["code"] in BUDGET_CODES for trial in trials),
-        missed=any(trial["code"] in REPLAYED_NOTHING for trial in trials),
+        latency_ms=latency_ms,
+        over_budget=over_budget,
+        budget_excused=excused,
+        missed=missed,
     )
 
 
