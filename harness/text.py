@@ -162,17 +162,18 @@ def json_bytes(value: Any) -> bytes:
 
 def nested_deeper(value: Any, levels: int) -> bool:
     """Whether a JSON value nests more than this many arrays and objects (walked without recursion)."""
-    level: list[Any] = [value]
+    # The arrays and objects at each depth, the rest left out: arguments with none inside are read in one step.
+    level: list[Any] = [value] if isinstance(value, (list, dict)) else []
     for _ in range(levels):
+        if not level:
+            return False
         level = [
             item
             for node in level
-            if isinstance(node, (list, dict))
             for item in (node.values() if isinstance(node, dict) else node)
+            if isinstance(item, (list, dict))
         ]
-        if not level:
-            return False
-    return any(isinstance(node, (list, dict)) for node in level)
+    return bool(level)
 
 
 def too_deep(raw: bytes, value: Any, levels: int = JSON_DEPTH) -> bool:
