@@ -32,8 +32,9 @@ from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
 NON_FINITE = "nonFinite"  # in an object of the results file: where its NaN and infinities were written as strings
-# The temporary files of a write and of a run's entries: .eval-<pid>-<12 hex>.tmp, .eval-entries-<pid>-<12 hex>.jsonl
-LEFTOVER = re.compile(r"\.eval-(?:entries-)?([1-9][0-9]{0,9})-[0-9a-f]{12}\.(?:tmp|jsonl)")
+# The temporary files of a write and of a run's entries: .eval-<pid>-<12 hex>.tmp, .eval-entries-<pid>-<12 hex>.jsonl.
+# Compiled (and cached by re) when a folder first holds a name that starts so, not by every run.
+LEFTOVER = r"\.eval-(?:entries-)?([1-9][0-9]{0,9})-[0-9a-f]{12}\.(?:tmp|jsonl)"
 STARTED = time.time()
 # 1 GiB: over a million trials (a trial takes under 1 KB); json holds what it reads several times over in memory.
 MAX_RESULTS_BYTES = 1 << 30
@@ -748,7 +749,7 @@ def _remove_leftovers(folder: str) -> None:
     except OSError:
         return
     for name in names:
-        match = LEFTOVER.fullmatch(name)
+        match = re.fullmatch(LEFTOVER, name) if name.startswith(".eval-") else None
         if match is None or _alive(int(match[1])):
             continue
         path = os.path.join(folder, name)

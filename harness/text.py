@@ -22,10 +22,9 @@ CALL_SIGN = re.compile(r"[<\[{=`]")
 # What would act on a terminal, a log or a page instead of showing: C0 and C1 controls, line and paragraph separators,
 # bidirectional overrides, and halves of surrogate pairs (which no encoding can write).
 UNPRINTABLE = "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-# Printable characters that render as nothing: Hangul fillers, Braille's blank, the grapheme joiner, selectors.
-FILLERS = re.compile(
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]+"
-)
+# Printable characters that render as nothing: Hangul fillers, Braille's blank, the grapheme joiner, selectors. None is
+# ASCII: the pattern is compiled (and cached by re) for the first text that is not, not by every run.
+FILLERS = "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]+"
 # What JavaScript, Python and Go print for a value that is not there, and an empty string as JSON and repr() write it.
 MISSING = ("", "undefined", "null", "None", "<nil>", '""', "''")
 # What shows nothing without a letter beside it: controls, format characters, separators, and combining marks.
@@ -133,7 +132,8 @@ def blank(text: str | None) -> bool:
     """Whether a reply's text shows nothing: none, only whitespace, invisible characters (zero-width spaces and joiners,
     NUL and other control or format characters, fillers and blank marks, combining marks on no letter), or what a
     missing value prints as (`undefined`, `null`, `None`, `<nil>`, `""`)."""
-    shown = FILLERS.sub("", (text or "").strip())
+    shown = (text or "").strip()
+    shown = shown if shown.isascii() else re.sub(FILLERS, "", shown)
     if not (shown.isascii() and shown.isprintable()):  # only then can it hold a control, format or combining character
         import unicodedata
 
