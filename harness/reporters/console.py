@@ -130,8 +130,9 @@ class Progress:
 
     def advance(self, status: str) -> None:
         self.counts[status] += 1
-        done = sum(self.counts.values())
-        if self.enabled and (done == self.total or time.monotonic() - self.drawn_at >= REDRAW_EVERY):
+        if self.enabled and (
+            sum(self.counts.values()) == self.total or time.monotonic() - self.drawn_at >= REDRAW_EVERY
+        ):
             self.draw()
 
     def draw(self) -> None:
