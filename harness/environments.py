@@ -40,7 +40,7 @@ _LIVE: set[subprocess.Popen[bytes]] = set()  # every worker not yet ended, kille
 _LIVE_LOCK = threading.Lock()
 # The keys of each request's answers besides its id: what it was asked for, or why it could not give it.
 ANSWERS = {
-    "load": ({"methods"}, {"failed", "error"}),
+    "load": ({"methods", "forkable"}, {"failed", "error"}),
     "new": (set(), {"failed", "error"}),
     "call": ({"result"}, {"raised"}),
     "state": ({"state"}, {"raised"}),
@@ -60,6 +60,7 @@ class World:
         self.printed = 0
         self.asked = 0  # the id of the last request sent, which its answer carries
         self.has: frozenset[str] = frozenset()
+        self.forkable = False  # whether a fork of the loaded worker is the module as imported (no thread it started)
         self.output: threading.Thread | None = None  # reads what the worker prints, for the reason it failed
 
     def implements(self, tool: str) -> bool:
@@ -112,6 +113,7 @@ class World:
         if "failed" in answer:
             raise WorldError(answer["error"], answer["failed"])
         self.has = frozenset(answer["methods"])
+        self.forkable = answer["forkable"] is True
         return self
 
     def _spawned(self) -> None:
@@ -345,8 +347,11 @@ class _Checks:
             return spec.methods.get(tool) in world.has
 
         try:
-            if (first and not all(map(implements, spec.named))) or any(
-                call.name not in task.tool_results and not implements(call.name) for call in reference or ()
+            # A module that started a thread at import is checked in workers of its own, as a trial starts them.
+            if (
+                not world.forkable
+                or (first and not all(map(implements, spec.named)))
+                or any(call.name not in task.tool_results and not implements(call.name) for call in reference or ())
             ):
                 self._give_back(key, world)
                 return False

@@ -9,7 +9,7 @@ stderr, never into the answers. A process the user's code forks never answers: i
 A "fork" request makes a copy of the worker as loaded (the module imported, no instance made) that answers the next
 requests until "done"; the worker answers the fork again once the copy has ended, with its exit code. The harness
 checks many instances of one class this way before a run without importing the module for each (a fresh worker's
-start and import is 35 ms and more; a fork, a millisecond).
+start and import is 35 ms and more; a fork, a millisecond), unless the import left a thread running: a fork has none.
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ class World:
             return {"raised": _error(exc)}
 
     def load(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Import the module and find the class; which of the methods asked about it has."""
+        """Import the module and find the class; which of the methods asked about it has, and whether a fork of this
+        worker is the module as imported: not when the import left a thread running, which no fork has."""
+        before = threading.active_count()
         try:
             module = _module(request["module"])
         except BaseException as exc:  # the user's module failing to import is an answer, not the worker's end
@@ -102,7 +104,7 @@ class World:
         has = [
             name for name in request["methods"] if not name.startswith("_") and callable(getattr(self.cls, name, None))
         ]
-        return {"methods": has}
+        return {"methods": has, "forkable": threading.active_count() <= before}
 
     def new(self) -> dict[str, Any]:
         """A fresh instance, made with the config as keyword arguments."""

@@ -592,6 +592,27 @@ class CheckedAtTheStart(Calling):
             "leaving now",
         )
 
+    def test_a_module_that_starts_a_thread_at_import_has_its_references_played_where_the_thread_runs(self) -> None:
+        """A fork keeps only the thread that forked: a copy of such a worker is not the module as imported, and its
+        calls would wait for a thread that is not there until the timeout, for every task."""
+        mine = self.module(
+            "import os, threading\n"
+            "served = threading.Event()\n"
+            "server = threading.Thread(target=served.wait, daemon=True)\n"
+            "server.start()\n"
+            "class Served:\n"
+            "    def __init__(self, n):\n"
+            "        self.n = n\n"
+            "    def write(self, path, text):\n"
+            "        if not server.is_alive():\n"
+            "            with open(os.path.join(os.path.dirname(__file__), 'lost.log'), 'a') as log:\n"
+            "                log.write(path + '\\n')\n"
+            "        return 'ok'\n"
+        )
+        tasks = self.tasks(4, {"module": mine, "class": "Served"})
+        self.assertEqual(check_environments("tasks.json", tasks)["tasks[3].environment"], {"fs.write"})
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "lost.log")), "a reference was played without it")
+
     def test_a_config_the_class_does_not_take_among_many_tasks_is_said_at_the_first_that_sets_it(self) -> None:
         tasks = self.tasks(5, {"module": FILES, "class": "FileSystem"})[1:3]  # config {"n": 1}, then {"n": 2}
         with self.assertRaises(ConfigError) as caught:
