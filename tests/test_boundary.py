@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import threading
 import time
@@ -10,8 +11,18 @@ import unittest
 
 from backends.stub import StubBackend
 from harness.conversation import agent_request
-from harness.records import AgentRequest, ExpectRefusal, ExpectTool, Reply, Result, fields, replace
-from harness.running import run_jobs
+from harness.records import (
+    AgentRequest,
+    BackendError,
+    ExpectRefusal,
+    ExpectTool,
+    Reply,
+    Result,
+    Task,
+    fields,
+    replace,
+)
+from harness.running import Ending, run_jobs
 from harness.taskfile import load_task_file
 from tests.support import (
     CANONICAL_TASKS,
@@ -90,6 +101,63 @@ class CutShort(unittest.TestCase):
         stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result).cut
         self.assertIsInstance(stop, KeyboardInterrupt)
         self.assertEqual(sorted(recorded), sorted(task.id for task in tasks))
+
+    def test_whatever_order_the_trials_end_in_and_whatever_cuts_them_each_is_handed_on_once_in_job_order(self) -> None:
+        """A property, over seeded random runs: workers end their trials in any order; a bug in one, a rejected key
+        or a Ctrl-C while a result is handed on cuts the run at a random point; never a trial twice or out of order."""
+        tasks = load_task_file(CANONICAL_TASKS).tasks[:5]
+        for seed in range(40):
+            draw = random.Random(seed)
+            runs, concurrency = draw.randint(1, 3), draw.randint(2, 6)
+            jobs = [task for task in tasks for _ in range(runs)]
+            cut = draw.choice(["none", "bug", "key", "ctrl-c"])
+            at = draw.randrange(len(jobs))  # the job that raises or is rejected, or the hand-on that is interrupted
+            with self.subTest(seed=seed, runs=runs, concurrency=concurrency, cut=cut, at=at):
+                ending, handed, answered = self.random_run(draw, jobs, concurrency, cut, at)
+                self.assertEqual(handed, sorted(set(handed)), "each trial once, in job order")
+                self.assertLessEqual(set(handed), set(answered) | {at})
+                if cut == "none":
+                    self.assertIsNone(ending.cut)
+                    self.assertEqual(handed, list(range(len(jobs))))
+                elif cut == "bug":
+                    self.assertIsInstance(ending.cut, RuntimeError)
+                    self.assertNotIn(at, handed)
+                elif cut == "key":  # what was still being sent is dropped: the rejection is the run's end
+                    self.assertIsNone(ending.cut)
+                    self.assertIsNotNone(ending.stopped_by)
+                    self.assertIn(at, handed)
+                else:
+                    self.assertIsInstance(ending.cut, KeyboardInterrupt)
+                    self.assertEqual(handed[: at + 1], list(range(at + 1)))
+
+    def random_run(
+        self, draw: random.Random, jobs: list[Task], concurrency: int, cut: str, at: int
+    ) -> tuple[Ending, list[int], list[int]]:
+        """How the jobs ended, the job numbers handed on, and those the agent answered, each after a random pause."""
+        number = {(task.id, 1 + jobs[:index].count(task)): index for index, task in enumerate(jobs)}
+        answered: list[int] = []
+        lock = threading.Lock()
+
+        class Random(InProcessAgent):
+            def run(self, request: AgentRequest) -> Reply:
+                index = number[(request.task_id, request.trial)]
+                time.sleep(draw.random() / 500)  # finished in any order, the later jobs often first
+                if index == at and cut == "bug":
+                    raise RuntimeError("a bug")
+                with lock:
+                    answered.append(index)
+                if index == at and cut == "key":
+                    return Reply.failed(BackendError("reply:key-rejected", "401"))
+                return Reply(text=str(index))
+
+        handed: list[int] = []
+
+        def on_result(result: Result) -> None:
+            handed.append(int(result.reply.text) if result.reply.text else at)  # the rejected key's has no text
+            if cut == "ctrl-c" and len(handed) == at + 1:
+                raise KeyboardInterrupt
+
+        return run_jobs(Random(), jobs, concurrency=concurrency, on_result=on_result), handed, answered
 
 
 class PlantedBugs(TempDirTestCase):
