@@ -38,6 +38,7 @@ BOOT = f"import sys; sys.path.insert(0, {ROOT!r}); from harness.envworker import
 OUTPUT_READ = 2.0  # seconds to wait for the last of a dead worker's output (a child of its may hold the pipe)
 _LIVE: set[subprocess.Popen[bytes]] = set()  # every worker not yet ended, killed when the harness exits
 _LIVE_LOCK = threading.Lock()
+IDLE_WORKERS = 16  # loaded workers kept for the next check of their class, of any class: each holds 3 pipes
 # The keys of each request's answers besides its id: what it was asked for, or why it could not give it.
 ANSWERS = {
     "load": ({"methods", "forkable"}, {"failed", "error"}),
@@ -322,12 +323,13 @@ def _loader_key(spec: Environment | None) -> str:
 
 
 class _Checks:
-    """Workers that loaded a class, each forked for the instances checked, as many of each class as check at once."""
+    """Workers that loaded a class, each forked for the instances checked: as many of each class as check at once,
+    and at most IDLE_WORKERS of them, of any class, kept between checks."""
 
     def __init__(self, hidden: Secrets) -> None:
         self.hidden = hidden
         self.lock = threading.Lock()
-        self.idle: dict[str, list[World]] = {}
+        self.idle: list[tuple[str, World]] = []  # by loader key, the least recently used first
         self.started: list[World] = []
         self.has: dict[str, frozenset[str]] = {}  # the methods the class has, by loader key
         self.ended = False
@@ -382,8 +384,9 @@ class _Checks:
         with self.lock:
             if self.ended:
                 raise WorldError("the preflight ended")
-            if self.idle.get(key):
-                return self.idle[key].pop()
+            for at in range(len(self.idle) - 1, -1, -1):
+                if self.idle[at][0] == key:
+                    return self.idle.pop(at)[1]
             world = World(spec, self.hidden)
             world._spawned()  # now: a worker started after close() would outlive it
             self.started.append(world)
@@ -394,9 +397,15 @@ class _Checks:
 
     def _give_back(self, key: str, world: World) -> None:
         with self.lock:
-            if not self.ended:
-                self.idle.setdefault(key, []).append(world)
+            if self.ended:
+                pass
+            elif len(self.idle) < IDLE_WORKERS:
+                self.idle.append((key, world))
                 return
+            else:  # a worker for each class, methods and timeout set would hold its pipes until the checks end
+                self.idle.append((key, world))
+                world = self.idle.pop(0)[1]
+                self.started.remove(world)
         world.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -656,6 +657,36 @@ class OnAProvider(Calling):
 
 
 class FromTheCommandLine(Calling):
+    def test_many_environments_each_set_its_own_way_are_checked_with_a_bounded_number_of_workers(self) -> None:
+        """Each distinct class, methods and timeout has its loaded workers: kept for every one until the checks
+        ended, 120 of them held 360 pipes, past a limit of 256 open files (OSError, exit 4)."""
+        items = [
+            {
+                "id": f"t{n}",
+                "category": "c",
+                "prompt": "p",
+                "expect": {"tool": "fs.write"},
+                "environment": {"module": FILES, "class": "FileSystem", "timeout": 5 + n / 1000},
+            }
+            for n in range(120)
+        ]
+        self.task_file(items)
+
+        def few_open_files() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+        done = subprocess.run(
+            [sys.executable, "-S", SCRIPT, "validate"],
+            capture_output=True,
+            text=True,
+            env=clean_env(EVAL_TASKS="tasks.json"),
+            cwd=self.tmp,
+            timeout=120,
+            preexec_fn=few_open_files,
+        )
+        self.assertEqual((done.returncode, done.stderr), (0, ""))
+        self.assertIn("tasks.json: valid, 120 tasks", done.stdout)
+
     def test_hostile_environments_error_their_own_trials_and_the_run_goes_on(self) -> None:
         """Through a provider's fake: each task's prompt names the one tool to call; the gate decides the exit."""
 
