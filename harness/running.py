@@ -229,10 +229,11 @@ def _run_pool(
                 done.put((index, exc))
                 return
 
-    # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does.
-    for _ in range(workers):
-        threading.Thread(target=worker, daemon=True).start()
     try:
+        # Daemon threads: on Ctrl-C the run ends now, not when the slowest in-flight request does. Started in here: a
+        # Ctrl-C as one starts stops those started before it.
+        for _ in range(workers):
+            threading.Thread(target=worker, daemon=True).start()
         for taken in range(count):
             # Waited for in short spells, so that a Ctrl-C whose exception was lost is heard all the same.
             while True:

@@ -8,6 +8,7 @@ import shutil
 import threading
 import time
 import unittest
+from unittest import mock
 
 from backends.stub import StubBackend
 from harness.conversation import agent_request
@@ -101,6 +102,34 @@ class CutShort(unittest.TestCase):
         stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result).cut
         self.assertIsInstance(stop, KeyboardInterrupt)
         self.assertEqual(sorted(recorded), sorted(task.id for task in tasks))
+
+    def test_a_ctrl_c_while_the_workers_start_stops_those_already_started(self) -> None:
+        """The signal comes as the second of two workers starts: the first, already taking jobs, must stop too."""
+        tasks = load_task_file(CANONICAL_TASKS).tasks
+        asked: list[str] = []
+        go = threading.Event()
+
+        class Counting(InProcessAgent):
+            def run(self, request: AgentRequest) -> Reply:
+                asked.append(request.task_id)
+                go.wait(timeout=10)  # the first job is under way when the signal comes
+                return StubBackend().run(request)
+
+        start, started = threading.Thread.start, []
+
+        def start_then_ctrl_c(thread: threading.Thread) -> None:
+            if started:
+                raise KeyboardInterrupt
+            started.append(thread)
+            start(thread)
+
+        with mock.patch.object(threading.Thread, "start", start_then_ctrl_c):
+            ending = run_jobs(Counting(), tasks, concurrency=2, on_result=lambda result: None)
+        self.assertIsInstance(ending.cut, KeyboardInterrupt)
+        go.set()
+        started[0].join(timeout=10)
+        self.assertFalse(started[0].is_alive(), "the worker started before the signal never ended")
+        self.assertLessEqual(len(asked), 1, "the worker went on with the jobs handed out ahead")
 
     def test_whatever_order_the_trials_end_in_and_whatever_cuts_them_each_is_handed_on_once_in_job_order(self) -> None:
         """A property, over seeded random runs: workers end their trials in any order; a bug in one, a rejected key
