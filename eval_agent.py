@@ -43,7 +43,7 @@ from harness.leaks import Secrets
 from harness.records import AgentSurface, ConfigError, Unreachable
 from harness.reporters.console import complain, dry_run_lines, plan_line, say
 from harness.results import baseline_record, load_results, partial
-from harness.running import INTERRUPTED
+from harness.running import INTERRUPTED, HandingOn
 from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.stages import STOP_SIGNALS, Run, judge, report, send, write
@@ -222,6 +222,9 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    if HandingOn.now and not INTERRUPTED.is_set():  # heard once the result is handed on whole; a second is not held
+        INTERRUPTED.set()
+        return
     INTERRUPTED.set()  # heard by the run's loop too, should the exception be lost in an import
     raise KeyboardInterrupt
 

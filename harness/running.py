@@ -29,6 +29,13 @@ WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 INTERRUPTED = threading.Event()
 
 
+class HandingOn:
+    """Whether the run is handing a result on (to the console, to disk): a first signal then only sets INTERRUPTED, and
+    the run stops once the result is handed on whole, where the exception raised halfway lost it or wrote half."""
+
+    now = False
+
+
 def run_task(
     backend: Backend,
     task: Task,
@@ -163,9 +170,15 @@ def run_jobs(
     try:
         for index, result in completed:
             finished[index] = result
-            while handed in finished:
-                on_result(finished.pop(handed))
-                handed += 1
+            HandingOn.now = True
+            try:
+                while handed in finished:
+                    on_result(finished.pop(handed))
+                    handed += 1
+            finally:
+                HandingOn.now = False
+            if INTERRUPTED.is_set():
+                raise KeyboardInterrupt
             if result.reply.error_code in STOPS_THE_RUN:
                 stopped_by = result.reply
                 break
@@ -181,8 +194,14 @@ def run_jobs(
         stop = KeyboardInterrupt()
     if stop is not None:
         finished.update(leftovers)  # a trial done before the signal is a trial done
-    for index in sorted(finished):
-        on_result(finished[index])
+    HandingOn.now = True
+    try:
+        for index in sorted(finished):
+            on_result(finished[index])
+    finally:
+        HandingOn.now = False
+    if stop is None and INTERRUPTED.is_set():  # heard while the last were handed on
+        stop = KeyboardInterrupt()
     return Ending(stop, rate_limited, stopped_by)
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import signal
 import threading
 import time
 import unittest
 from unittest import mock
 
+import eval_agent
 from backends.stub import StubBackend
 from harness.conversation import agent_request
 from harness.records import (
@@ -23,7 +25,7 @@ from harness.records import (
     fields,
     replace,
 )
-from harness.running import Ending, run_jobs
+from harness.running import INTERRUPTED, Ending, run_jobs
 from harness.taskfile import load_task_file
 from tests.support import (
     CANONICAL_TASKS,
@@ -102,6 +104,29 @@ class CutShort(unittest.TestCase):
         stop = run_jobs(BothAnswer(), tasks, concurrency=2, on_result=on_result).cut
         self.assertIsInstance(stop, KeyboardInterrupt)
         self.assertEqual(sorted(recorded), sorted(task.id for task in tasks))
+
+    def test_a_ctrl_c_while_a_result_is_handed_on_lets_it_be_handed_on_whole(self) -> None:
+        """The signal comes halfway through handing a result on (its entry to disk, say): the exception raised there
+        lost the result, or wrote half of it; the run hears it once the result is handed on, and stops."""
+        tasks = load_task_file(CANONICAL_TASKS).tasks[:4]
+        previous = signal.signal(signal.SIGINT, eval_agent._interrupt)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        self.addCleanup(INTERRUPTED.clear)
+        begun: list[str] = []
+        handed: list[str] = []
+
+        def on_result(result: Result) -> None:
+            begun.append(result.task.id)
+            if len(begun) == 2:
+                os.kill(os.getpid(), signal.SIGINT)  # its handler runs in this thread, before the next line
+            handed.append(result.task.id)
+
+        for concurrency in (1, 2):
+            with self.subTest(concurrency=concurrency):
+                begun.clear(), handed.clear(), INTERRUPTED.clear()
+                ending = run_jobs(StubBackend(), tasks, concurrency=concurrency, on_result=on_result)
+                self.assertIsInstance(ending.cut, KeyboardInterrupt)
+                self.assertEqual(handed, begun)
 
     def test_a_ctrl_c_while_the_workers_start_stops_those_already_started(self) -> None:
         """The signal comes as the second of two workers starts: the first, already taking jobs, must stop too."""
