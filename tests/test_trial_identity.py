@@ -146,6 +146,25 @@ class TrialIdentity(TempDirTestCase):
                     self.assertRegex(trial_id, HEX_ID)
         self.assertEqual(len({body["trialId"] for body in bodies}), 6, "no two trials share an id, across tasks too")
 
+    def test_no_two_runs_share_a_trial_or_a_conversation_id(self) -> None:
+        """The ids are a keyed hash of a count, the key drawn at each start: the second run counts from 0 as the first
+        did, and its ids must still be new, or an agent keying what it did by them would carry it over."""
+        data = canonical_task_data()
+        data["tasks"] = [BANNER, SINGLE]
+        tasks = self.write_json("tasks.json", data)
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, {"text": "What should it show?"})
+
+        loopback = self.serve(respond)
+        env = clean_env(EVAL_AGENT_URL=loopback.url(), EVAL_TASKS=tasks)
+        for _ in range(2):
+            run_cli("--runs", "2", "--concurrency", "2", env=env, cwd=self.tmp)
+        bodies = [received.json for received in loopback.received]
+        trial_ids = {body["trialId"] for body in bodies}
+        conversation_ids = {body["conversationId"] for body in bodies if "conversationId" in body}
+        self.assertEqual((len(trial_ids), len(conversation_ids)), (8, 4))
+
     def test_the_command_backend_sends_the_trial_in_its_body(self) -> None:
         command = f"{sys.executable} {os.path.join(DATA, 'agents', 'script_agent.py')} where"
         env = clean_env(EVAL_AGENT_CMD=command)
