@@ -31,7 +31,9 @@ INTERRUPTED = threading.Event()
 
 class HandingOn:
     """Whether the run is handing a result on (to the console, to disk): a first signal then only sets INTERRUPTED, and
-    the run stops once the result is handed on whole, where the exception raised halfway lost it or wrote half."""
+    the run stops once the result is handed on whole, where the exception raised halfway lost it or wrote half. From
+    the last results' hand-on until the run ignores signals (its trials are in), it stays so: a signal there must not
+    leave them unwritten."""
 
     now = False
 
@@ -194,12 +196,9 @@ def run_jobs(
         stop = KeyboardInterrupt()
     if stop is not None:
         finished.update(leftovers)  # a trial done before the signal is a trial done
-    HandingOn.now = True
-    try:
-        for index in sorted(finished):
-            on_result(finished[index])
-    finally:
-        HandingOn.now = False
+    HandingOn.now = True  # until the caller ignores signals: see HandingOn
+    for index in sorted(finished):
+        on_result(finished[index])
     if stop is None and INTERRUPTED.is_set():  # heard while the last were handed on
         stop = KeyboardInterrupt()
     return Ending(stop, rate_limited, stopped_by)

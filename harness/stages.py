@@ -20,7 +20,7 @@ from harness.records import AgentSurface, Backend, Result, Summary, Task, TaskFi
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, complain, say
 from harness.results import Spool, results_document, task_entry
-from harness.running import Ending, InTaskOrder, run_jobs
+from harness.running import Ending, HandingOn, InTaskOrder, run_jobs
 from harness.text import count, headline, internal_error, utc_timestamp
 from harness.verdict import EXIT_INTERRUPTED, EXIT_UNREACHABLE, Tallies, decide, tally
 
@@ -150,6 +150,7 @@ def send(run: Run) -> Sent:
     # The trials are in: a late Ctrl-C must not leave them unwritten.
     for signum in (signal.SIGINT, *STOP_SIGNALS):
         signal.signal(signum, signal.SIG_IGN)
+    HandingOn.now = False
     not_run = in_task_order.finish()
     console.finish()
     pacing = pacer.state() if pacer is not None else None

@@ -25,7 +25,7 @@ from harness.records import (
     fields,
     replace,
 )
-from harness.running import INTERRUPTED, Ending, run_jobs
+from harness.running import INTERRUPTED, Ending, HandingOn, run_jobs
 from harness.taskfile import load_task_file
 from tests.support import (
     CANONICAL_TASKS,
@@ -127,6 +127,23 @@ class CutShort(unittest.TestCase):
                 ending = run_jobs(StubBackend(), tasks, concurrency=concurrency, on_result=on_result)
                 self.assertIsInstance(ending.cut, KeyboardInterrupt)
                 self.assertEqual(handed, begun)
+
+    def test_a_ctrl_c_after_the_last_result_is_handed_on_is_heard_not_raised_until_the_run_ignores_signals(
+        self,
+    ) -> None:
+        """Between the jobs' end and the run ignoring signals, an exception raised by the handler would leave every
+        trial unwritten: a first signal there is only heard."""
+        tasks = load_task_file(CANONICAL_TASKS).tasks[:2]
+        previous = signal.signal(signal.SIGINT, eval_agent._interrupt)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        self.addCleanup(INTERRUPTED.clear)
+        self.addCleanup(setattr, HandingOn, "now", False)
+        for concurrency in (1, 2):
+            with self.subTest(concurrency=concurrency):
+                INTERRUPTED.clear()
+                ending = run_jobs(StubBackend(), tasks, concurrency=concurrency, on_result=lambda result: None)
+                os.kill(os.getpid(), signal.SIGINT)  # as send() has not yet ignored signals
+                self.assertEqual((ending.cut, INTERRUPTED.is_set()), (None, True))
 
     def test_a_ctrl_c_while_the_workers_start_stops_those_already_started(self) -> None:
         """The signal comes as the second of two workers starts: the first, already taking jobs, must stop too."""
