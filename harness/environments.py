@@ -460,6 +460,9 @@ def _spawn(hidden: Secrets) -> subprocess.Popen[bytes]:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
+    with _LIVE_LOCK:
+        if process not in _LIVE:  # ended already: its process id, waited for, may be another's by now
+            return
     try:
         os.killpg(process.pid, signal.SIGKILL)  # the worker, and what the user's code started that is still there
     except ProcessLookupError:

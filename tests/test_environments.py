@@ -951,3 +951,22 @@ def _end(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+class Ending(unittest.TestCase):
+    """A worker is ended once: its process id, once waited for, may be another process's."""
+
+    def test_a_worker_ended_already_is_not_signalled_again_by_its_process_id(self) -> None:
+        from harness import environments
+
+        worker = environments._spawn(Secrets({}))
+        environments._kill(worker)
+        signalled: list[int] = []
+        killpg = os.killpg
+        os.killpg = lambda pid, signum: signalled.append(pid)  # type: ignore[assignment]
+        try:
+            environments._kill(worker)
+            environments._kill_all()
+        finally:
+            os.killpg = killpg
+        self.assertEqual((worker.returncode is not None, signalled), (True, []))
