@@ -8,9 +8,8 @@ from typing import Any
 
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import BackendError
-from harness.text import clip, kind
+from harness.text import LARGEST, clip, kind
 
-LARGEST = 2**53
 BAD_USAGE = "reply:bad-usage"
 
 

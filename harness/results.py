@@ -27,7 +27,7 @@ from harness.records import (
     ToolResult,
     Turn,
 )
-from harness.text import MAX_GROWTH, count, expected_text, kind, sha256_hex
+from harness.text import LARGEST, MAX_GROWTH, count, expected_text, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
@@ -83,10 +83,6 @@ class NonEmpty:
 
     def __init__(self, shape: Any) -> None:
         self.shape = shape
-
-
-# Numbers a report can do its arithmetic on: finite, and whole numbers within what a float holds exactly (2^53).
-LARGEST = 2**53
 
 
 def _number(value: Any) -> bool:

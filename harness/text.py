@@ -35,6 +35,8 @@ ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.d
 # Levels of JSON in a tool's result or an environment's state, far past any real one: the harness echoes, masks,
 # judges and writes them by recursion, which a deeper one would exhaust.
 JSON_DEPTH = 100
+# Numbers a report can do its arithmetic on: whole numbers within what a float holds exactly (2^53).
+LARGEST = 2**53
 KINDS = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object", type(None): "null"}
 GROWTH_PLACES = 10  # the most decimals a growth limit may have, as a gate
 # The largest growth limit (a cost 10,001 times the baseline's): one shown to its 10 decimals within Decimal's 28

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.records import DEFAULT_MAX_REPEATS, Budget
-from harness.results import LARGEST
 from harness.taskfile.context import Context
-from harness.text import kind
+from harness.text import LARGEST, kind
 
 BUDGET_KEYS = ("maxTokens", "maxToolCalls", "maxCallsPerTool", "maxLatencyMs", "maxRepeats", "blocking")
 SHAPE = '{"maxTokens": N, "maxToolCalls": N, "maxCallsPerTool": {TOOL: N}, "maxLatencyMs": MS, ...}'
