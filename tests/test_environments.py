@@ -657,6 +657,13 @@ class OnAProvider(Calling):
 
 
 class FromTheCommandLine(Calling):
+    def assert_refused_at_start(self, problem: str) -> None:
+        """A run and validate (which starts the environments too) each stop on this problem of tasks.json, exit 2."""
+        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):
+            with self.subTest(command):
+                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
+                self.assertEqual((stdout, stderr, code), ("", f"{prog}: error: tasks.json: {problem}\n", 2))
+
     def test_many_environments_each_set_its_own_way_are_checked_with_a_bounded_number_of_workers(self) -> None:
         """Each distinct class, methods and timeout has its loaded workers: kept for every one until the checks
         ended, 120 of them held 360 pipes, past a limit of 256 open files (OSError, exit 4)."""
@@ -780,55 +787,27 @@ class FromTheCommandLine(Calling):
         self.task_file(
             [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
         )
-        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):
-            with self.subTest(command):
-                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
-                self.assertEqual(
-                    (stdout, stderr, code),
-                    (
-                        "",
-                        f"{prog}: error: tasks.json: environment.class: Slotted has no state() method, and its "
-                        "instances (of a class with __slots__) no attributes to take the state from: give Slotted a "
-                        "state() that returns its state as JSON\n",
-                        2,
-                    ),
-                )
+        self.assert_refused_at_start(
+            "environment.class: Slotted has no state() method, and its instances (of a class with __slots__) no "
+            "attributes to take the state from: give Slotted a state() that returns its state as JSON"
+        )
 
     def test_an_environment_that_cannot_start_is_exit_2_naming_its_path(self) -> None:
         environment = {"module": os.path.join(ENVS, "fails_to_import.py"), "class": "X"}
         self.task_file(
             [{"id": "t", "category": "c", "prompt": "p", "expect": {"tool": "fs.ls"}}], environment=environment
         )
-        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):  # validate starts it too
-            with self.subTest(command):
-                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
-                self.assertEqual(
-                    (stdout, stderr, code),
-                    (
-                        "",
-                        f"{prog}: error: tasks.json: environment.module: "
-                        "RuntimeError: this environment cannot be imported\n",
-                        2,
-                    ),
-                )
+        self.assert_refused_at_start("environment.module: RuntimeError: this environment cannot be imported")
 
     def test_a_reference_call_that_raises_is_exit_2_at_validate_and_at_the_start(self) -> None:
         """A typo in the reference's argValues would make the initial state the reference: doing nothing passed."""
         environment = {"module": FILES, "class": "FileSystem", "config": {"files": {"old-notes.txt": "x"}}}
         expect = {"tool": "fs.remove", "argValues": {"path": ["old_notes.txt"]}, "state": "reference"}
         self.task_file([{"id": "t", "category": "c", "prompt": "p", "expect": expect}], environment=environment)
-        for command, prog in (([], "eval_agent"), (["validate"], "eval_agent validate")):
-            with self.subTest(command):
-                stdout, stderr, code = run_cli(*command, env=clean_env(EVAL_TASKS="tasks.json"), cwd=self.tmp)
-                self.assertEqual(
-                    (stdout, stderr, code),
-                    (
-                        "",
-                        f"{prog}: error: tasks.json: tasks[0].expect.state: the reference call "
-                        'fs.remove({"path": "old_notes.txt"}) raised FileNotFoundError: old_notes.txt\n',
-                        2,
-                    ),
-                )
+        self.assert_refused_at_start(
+            'tasks[0].expect.state: the reference call fs.remove({"path": "old_notes.txt"}) raised '
+            "FileNotFoundError: old_notes.txt"
+        )
 
     def test_an_empty_object_in_a_match_is_a_warning_at_validate_and_at_the_start(self) -> None:
         turns = [{"prompt": "Again.", "expect": {"state": {"match": {"files": {}, "log": [{}]}}}}]
