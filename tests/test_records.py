@@ -5,7 +5,7 @@ from __future__ import annotations
 import unittest
 from typing import Any
 
-from harness.records import FrozenInstanceError, field, fields, record, replace
+from harness.records import COMPILED_AFTER, FrozenInstanceError, field, fields, record, replace
 
 
 @record
@@ -61,6 +61,35 @@ class Records(unittest.TestCase):
             Declared("n")  # type: ignore[misc]
         with self.assertRaises(TypeError):
             Declared(name="n", colour="red")  # type: ignore[call-arg]
+
+    def test_a_record_is_made_alike_before_and_after_its_class_compiles_its_init(self) -> None:
+        @record
+        class Made:
+            name: str
+            tags: dict[str, str] = field(default_factory=dict)
+            count: int = 0
+
+        made = [Made("a", count=2) for _ in range(COMPILED_AFTER + 1)]
+        self.assertEqual(made, [Made(name="a", tags={}, count=2)] * len(made))
+        self.assertEqual(len({id(one.tags) for one in made}), len(made), "each its own default")
+        self.assertEqual(Made.__init__.__qualname__, "Made.__init__", "compiled once it made many")
+
+    def test_arguments_that_do_not_bind_raise_what_python_raises_for_them(self) -> None:
+        make: Any = Sample  # called with arguments a type checker refuses
+        cases = [
+            ((), {}, "Sample.__init__() missing 1 required positional argument: 'name'"),
+            (("a",), {"name": "b"}, "Sample.__init__() got multiple values for argument 'name'"),
+            (
+                ("a", "", None, {}, 0, 1),
+                {},
+                "Sample.__init__() takes from 2 to 6 positional arguments but 7 were given",
+            ),
+            (("a",), {"colour": "red"}, "Sample.__init__() got an unexpected keyword argument 'colour'"),
+        ]
+        for args, kwargs, message in cases:
+            with self.subTest(message), self.assertRaises(TypeError) as caught:
+                make(*args, **kwargs)
+            self.assertEqual(str(caught.exception), message)
 
 
 if __name__ == "__main__":
