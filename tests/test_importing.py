@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from harness.records import ConfigError, ExpectTrajectory
 from harness.subcommands.importing import from_evalbench
 from harness.taskfile import load_task_file
-from tests.support import CLI_TIMEOUT, DATA, ROOT, TempDirTestCase, canned, clean_env, run_cli
+from tests.support import CLI_TIMEOUT, DATA, ROOT, Received, TempDirTestCase, canned, clean_env, run_cli, send_json
 
 EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # What a run of plain tasks (no tool environment, no cassette) does not use: a tool environment's worker and what it is
@@ -21,6 +22,12 @@ EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # either (queue); a run against an http agent has, at its default concurrency.
 UNUSED_BY_A_PLAIN_RUN = {
     "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
+}  # fmt: skip
+# What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
+# scripted results, each turn's checks, a tool environment and its state, a budget, argValues and checkArgs.
+UNUSED_BY_PLAIN_TASKS = {
+    "harness.taskfile.conversations", "harness.taskfile.turnexpect", "harness.taskfile.environments",
+    "harness.taskfile.states", "harness.taskfile.budgets", "harness.taskfile.argchecks",
 }  # fmt: skip
 
 
@@ -154,6 +161,17 @@ class WhatARunImports(TempDirTestCase):
         imported = self.imported("--out", "r.json", EVAL_AGENT_URL=agent.url())
         self.assertEqual(imported & UNUSED_BY_A_PLAIN_RUN, set())
         self.assertIn("queue", imported, "its workers hand their results over in one")
+
+    def test_a_run_of_plain_tasks_imports_no_check_of_a_key_they_do_not_have(self) -> None:
+        def echo(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, {"toolCall": {"name": "echo", "args": {"text": received.json["prompt"]}}})
+
+        tool = {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+        task = {"category": "echo", "prompt": "Echo this.", "expect": {"tool": "echo", "requiredArgs": ["text"]}}
+        tasks = [{"id": f"t{i}", **task} for i in range(3)]
+        path = self.write_json("tasks.json", {"version": 1, "tools": [tool], "tasks": tasks})
+        imported = self.imported("--out", "r.json", EVAL_AGENT_URL=self.serve(echo).url(), EVAL_TASKS=path)
+        self.assertEqual(imported & UNUSED_BY_PLAIN_TASKS, set())
 
     def test_a_run_that_records_imports_the_cassette(self) -> None:
         self.assertIn("harness.cassette", self.imported("--out", "r.json", "--record", "c.jsonl"))

@@ -48,15 +48,15 @@ class Context:
 
     def text(self, obj: dict[str, Any], key: str, path: str) -> str | None:
         """The non-empty string at obj[key], or None and a problem."""
+        value = obj.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
         where = f"{path}.{key}" if path else key
         if key not in obj:
             self.problem(where, "missing: expected a non-empty string")
-            return None
-        value = obj[key]
-        if not isinstance(value, str) or not value.strip():
+        else:
             self.problem(where, f"expected a non-empty string, got {kind(value)}")
-            return None
-        return value
+        return None
 
     def unknown_keys(self, obj: dict[str, Any], known: tuple[str, ...], path: str) -> None:
         for key in obj:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.records import (
+    ArgMatch,
     Expect,
     ExpectNoCall,
     ExpectRefusal,
@@ -16,8 +17,7 @@ from harness.records import (
     ForbiddenText,
     replace,
 )
-from harness.taskfile.argchecks import arg_values, with_schemas
-from harness.taskfile.context import Context, hint, is_list_of_str
+from harness.taskfile.context import NOTHING, Context, hint, is_list_of_str
 from harness.text import kind
 
 EXPECT_TOOL_KEYS = (
@@ -36,18 +36,17 @@ EXPECT_NO_CALL_KEYS = ("noCall", "forbiddenText", "state")  # a turn's
 EXPECT_ANSWER_KEYS = ("noCall", "forbiddenTools", "forbiddenText", "state", "budget")  # a single-turn task's
 STEP_KEYS = ("tool", "requiredArgs", "argValues", "turn")
 ORDERS = ("in-order", "exact", "any-order")
+E = TypeVar("E", ExpectTool, ExpectTrajectory)
 
 
 def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn: bool = False) -> Expect | None:
     """A task's expectation, or a turn's (judged on that turn's calls alone, which may be noCall), or None and the
     problems; its forbiddenText is read apart (forbidden_text)."""
-    shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]}, {"refusal": true}'
-    shapes += ', {"noCall": true} or {"state": {"match": {...}}} alone' if within_turn else ' or {"noCall": true}'
     if value is None:
-        context.problem(path, f"missing: expected {shapes}")
+        context.problem(path, f"missing: expected {_shapes(within_turn)}")
         return None
     if not isinstance(value, dict):
-        context.problem(path, f"expected {shapes}, got {kind(value)}")
+        context.problem(path, f"expected {_shapes(within_turn)}, got {kind(value)}")
         return None
     if not within_turn and "noCall" in value and turns > 1:
         context.problem(
@@ -79,17 +78,36 @@ def expect(context: Context, value: Any, path: str, turns: int = 1, within_turn:
         return None if forbidden is None else ExpectRefusal(forbidden_tools=forbidden)
     if "trajectory" in value:
         trajectory = _trajectory(context, value, path, turns, within_turn)
-        return trajectory and with_schemas(context, trajectory, value, path)
+        return trajectory and _with_schemas(context, trajectory, value, path)
     if "tool" not in value:
         context.unknown_keys(value, EXPECT_TOOL_KEYS + EXPECT_TRAJECTORY_KEYS + EXPECT_REFUSAL_KEYS, path)
-        context.problem(path, f"expected {shapes}")
+        context.problem(path, f"expected {_shapes(within_turn)}")
         return None
     context.unknown_keys(value, EXPECT_TOOL_KEYS, path)
     step = _step(context, value, path)
     forbidden = _forbidden_tools(context, value, path, expected=(value.get("tool"),))
     if step is None or forbidden is None:
         return None
-    return with_schemas(context, ExpectTool(step.tool, step.required_args, forbidden, step.arg_values), value, path)
+    if forbidden:
+        step = ExpectTool(step.tool, step.required_args, forbidden, step.arg_values)
+    return _with_schemas(context, step, value, path)
+
+
+def _shapes(within_turn: bool) -> str:
+    """The shapes an expectation may have, as a problem with one lists them."""
+    shapes = '{"tool": NAME, "requiredArgs": [KEY, ...]}, {"trajectory": [NAME, ...]}, {"refusal": true}'
+    return shapes + (
+        ', {"noCall": true} or {"state": {"match": {...}}} alone' if within_turn else ' or {"noCall": true}'
+    )
+
+
+def _with_schemas(context: Context, expect: E, value: dict[str, Any], path: str) -> E | None:
+    """The expectation, each step with its tool's schema when checkArgs (the task's, or the file's) says "schema"."""
+    if "checkArgs" not in value and context.check_args == "keys":
+        return expect
+    from harness.taskfile.argchecks import with_schemas  # only a task file that says checkArgs needs it
+
+    return with_schemas(context, expect, value, path)
 
 
 def _trajectory(
@@ -153,7 +171,11 @@ def _step(context: Context, value: dict[str, Any], path: str) -> ExpectTool | No
                 f"{path}.requiredArgs[{j}]",
                 f"{json.dumps(key)} is not a property of {tool.name}'s inputSchema{hint(key, properties)}",
             )
-    values = arg_values(context, value.get("argValues", {}), f"{path}.argValues", tool, properties, required)
+    values: dict[str, ArgMatch] | None = NOTHING
+    if "argValues" in value:
+        from harness.taskfile.argchecks import arg_values  # only a task that says values needs it
+
+        values = arg_values(context, value["argValues"], f"{path}.argValues", tool, properties, required)
     if tool is None or values is None:
         return None
     # Names repeat from task to task: one copy of each serves them all.
@@ -163,7 +185,9 @@ def _step(context: Context, value: dict[str, Any], path: str) -> ExpectTool | No
 def _forbidden_tools(
     context: Context, expect: dict[str, Any], path: str, expected: tuple[Any, ...]
 ) -> tuple[str, ...] | None:
-    names = expect.get("forbiddenTools", [])
+    if "forbiddenTools" not in expect:
+        return ()
+    names = expect["forbiddenTools"]
     where = f"{path}.forbiddenTools"
     if not is_list_of_str(names):
         context.problem(where, "expected a list of tool names")
@@ -183,7 +207,9 @@ def _forbidden_tools(
 
 def forbidden_text(context: Context, expect: Any, path: str, task_id: str) -> tuple[ForbiddenText, ...]:
     """Text the reply must not contain, expanded here: an unset variable skips its entry, with a warning."""
-    entries = expect.get("forbiddenText", []) if isinstance(expect, dict) else []
+    if not isinstance(expect, dict) or "forbiddenText" not in expect:
+        return ()
+    entries = expect["forbiddenText"]
     where = f"{path}.forbiddenText"
     if not isinstance(entries, list):
         context.problem(where, "expected a list of non-empty strings")

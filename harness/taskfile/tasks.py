@@ -7,16 +7,20 @@ import re
 import sys
 from typing import Any
 
-from harness.records import DEFAULT_MAX_STEPS, Environment, Task, Tool, ToolScript, replace
-from harness.taskfile.argchecks import check_args_mode
-from harness.taskfile.budgets import budget_keys, effective_budget, make_budget
+from harness.records import (
+    DEFAULT_MAX_STEPS,
+    Environment,
+    Expect,
+    ExpectState,
+    FollowUp,
+    Task,
+    Tool,
+    ToolScript,
+    replace,
+)
 from harness.taskfile.context import NOTHING, Context
-from harness.taskfile.conversations import script_definition, tool_results, turns
-from harness.taskfile.environments import environment
 from harness.taskfile.expectations import expect, forbidden_text
-from harness.taskfile.states import expect_state
 from harness.taskfile.tools import check_tools
-from harness.taskfile.turnexpect import check_offered, first_turn, offered, turn_states
 from harness.text import canonical_json, kind, sha256_hex
 
 FORMAT_VERSION = 1
@@ -34,6 +38,7 @@ TASK_KEYS = (
     "environment",
     "comment",
 )
+TASK_KEY_SET = frozenset(TASK_KEYS)
 MAX_STEPS = 100  # the most a task's maxSteps may be
 SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 Shared = tuple[Any, Environment | None] | None  # the file's environment: as written, and as read
@@ -60,14 +65,25 @@ def check_task_file(context: Context, data: Any) -> tuple[tuple[Tool, ...], tupl
     if system is not None and (not isinstance(system, str) or not system.strip()):
         context.problem("system", f"expected the agent's system prompt as a non-empty string, got {kind(system)}")
     tools = check_tools(context, data.get("tools"))
-    defaults = tool_results(context, data.get("toolResults", {}), "toolResults") or {}
-    context.check_args = check_args_mode(context, data.get("checkArgs", "keys"), "checkArgs") or "keys"
-    shared = (
-        (data["environment"], environment(context, data["environment"], "environment"))
-        if "environment" in data
-        else None
-    )
-    budget = budget_keys(context, data["budget"], "budget") if "budget" in data else None
+    defaults: dict[str, ToolScript] = {}
+    if "toolResults" in data:
+        from harness.taskfile.conversations import tool_results
+
+        defaults = tool_results(context, data["toolResults"], "toolResults") or {}
+    if "checkArgs" in data:
+        from harness.taskfile.argchecks import check_args_mode
+
+        context.check_args = check_args_mode(context, data["checkArgs"], "checkArgs") or "keys"
+    shared = None
+    if "environment" in data:
+        from harness.taskfile.environments import environment
+
+        shared = data["environment"], environment(context, data["environment"], "environment")
+    budget = None
+    if "budget" in data:
+        from harness.taskfile.budgets import budget_keys
+
+        budget = budget_keys(context, data["budget"], "budget")
     return tools, _tasks(context, data.get("tasks"), defaults, shared, budget)
 
 
@@ -106,45 +122,74 @@ def _task(
     if not isinstance(item, dict):
         context.problem(path, f"expected a task object, got {kind(item)}")
         return None
-    context.unknown_keys(item, TASK_KEYS, path)
+    if not item.keys() <= TASK_KEY_SET:
+        context.unknown_keys(item, TASK_KEYS, path)
     task_id = context.text(item, "id", path)
     if task_id is not None and not SLUG.match(task_id):
         context.problem(f"{path}.id", f"{json.dumps(task_id)} is not a slug (letters, digits, '.', '_', '-')")
         task_id = None
     category = context.text(item, "category", path)
     prompt = context.text(item, "prompt", path)
-    follow_ups = turns(context, item.get("turns", []), f"{path}.turns", task_id or path)
-    own = tool_results(context, item.get("toolResults", {}), f"{path}.toolResults")
+    # Each key a task may have is checked where it is given: a plain task pays (and imports) for none of the others.
+    follow_ups: tuple[FollowUp, ...] | None = ()
+    if "turns" in item:
+        from harness.taskfile.conversations import turns
+
+        follow_ups = turns(context, item["turns"], f"{path}.turns", task_id or path)
+    own: dict[str, ToolScript] | None = NOTHING
+    if "toolResults" in item:
+        from harness.taskfile.conversations import tool_results
+
+        own = tool_results(context, item["toolResults"], f"{path}.toolResults")
     max_steps = item.get("maxSteps", DEFAULT_MAX_STEPS)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEPS:
         context.problem(f"{path}.maxSteps", f"expected a whole number from 1 to {MAX_STEPS}, got {kind(max_steps)}")
     whole = item.get("expect")
-    first = first_turn(context, whole, f"{path}.expect", bool(item.get("turns")))
+    first = None
     if isinstance(whole, dict) and "firstTurn" in whole:
+        from harness.taskfile.turnexpect import first_turn
+
+        first = first_turn(context, whole, f"{path}.expect", bool(item.get("turns")))
         whole = {key: value for key, value in whole.items() if key != "firstTurn"}
     expected = expect(context, whole, f"{path}.expect", 1 + len(follow_ups or ()))
     forbidden = forbidden_text(context, whole, f"{path}.expect", task_id or path)
-    tools = offered(context, item, follow_ups or (), path)
-    turn_expects = (first, *(follow_up.expect for follow_up in follow_ups or ()))
-    if not any(turn_expects):
-        turn_expects = ()
-    if tools and expected is not None and follow_ups is not None:
-        check_offered(context, expected, turn_expects, tools, path)
+    tools: tuple[tuple[str, ...], ...] | None = ()
+    turn_expects: tuple[Expect | None, ...] = ()
+    if follow_ups or "tools" in item:
+        from harness.taskfile.turnexpect import check_offered, offered
+
+        tools = offered(context, item, follow_ups or (), path)
+        turn_expects = (first, *(follow_up.expect for follow_up in follow_ups or ()))
+        if not any(turn_expects):
+            turn_expects = ()
+        if tools and expected is not None and follow_ups is not None:
+            check_offered(context, expected, turn_expects, tools, path)
     blocking = item.get("blocking", False)
     if not isinstance(blocking, bool):
         context.problem(f"{path}.blocking", f"expected true or false, got {kind(blocking)}")
-    world = environment(context, item["environment"], f"{path}.environment") if "environment" in item else None
-    if "environment" not in item and shared is not None:
+    world = None
+    if "environment" in item:
+        from harness.taskfile.environments import environment
+
+        world = environment(context, item["environment"], f"{path}.environment")
+    elif shared is not None:
         world = shared[1]
     broken = world is None and ("environment" in item or shared is not None)  # reported: no second problem
-    state = None if broken else expect_state(context, item.get("expect"), f"{path}.expect", world, expected)
-    states = () if broken else turn_states(context, item, world, path)
-    own_budget = (
-        budget_keys(context, whole["budget"], f"{path}.expect.budget")
-        if isinstance(whole, dict) and "budget" in whole
-        else None
-    )
-    budget = effective_budget(shared_budget, own_budget)
+    state = None
+    states: tuple[ExpectState | None, ...] = ()
+    if not broken and isinstance(item.get("expect"), dict) and "state" in item["expect"]:
+        from harness.taskfile.states import expect_state
+
+        state = expect_state(context, item["expect"], f"{path}.expect", world, expected)
+    if not broken and "turns" in item:
+        from harness.taskfile.turnexpect import turn_states
+
+        states = turn_states(context, item, world, path)
+    budget = shared_budget
+    if isinstance(whole, dict) and "budget" in whole:
+        from harness.taskfile.budgets import budget_keys, effective_budget
+
+        budget = effective_budget(shared_budget, budget_keys(context, whole["budget"], f"{path}.expect.budget"))
     if (
         task_id is None
         or category is None
@@ -158,15 +203,23 @@ def _task(
         return None
     scripts = {**defaults, **own} if defaults or own else NOTHING
     # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
-    definition = {key: value for key, value in item.items() if key != "comment"}
+    definition = dict(item)
+    definition.pop("comment", None)
     if defaults:  # the file's defaults are part of what the task plays back
+        from harness.taskfile.conversations import script_definition
+
         definition["toolResults"] = {name: script_definition(script) for name, script in scripts.items()}
     if shared is not None and "environment" not in item:  # as is the file's environment
         definition["environment"] = shared[0]
     if context.check_args != "keys" and expected.steps and "checkArgs" not in item["expect"]:
         definition["expect"] = {**item["expect"], "checkArgs": context.check_args}  # the file's, as it judges the task
-    if shared_budget is not None:  # the file's budget, as what the task may spend; a task without one keeps its hash
-        definition["expect"] = {**definition["expect"], "budget": budget}
+    limits = None
+    if budget is not None:
+        from harness.taskfile.budgets import make_budget
+
+        limits = make_budget(budget)
+        if shared_budget is not None:  # the file's, as what the task may spend; a task without one keeps its hash
+            definition["expect"] = {**definition["expect"], "budget": budget}
     return Task(
         id=task_id,
         category=sys.intern(category),
@@ -174,7 +227,7 @@ def _task(
         expect=replace(expected, forbidden_text=forbidden) if forbidden else expected,
         sha256=canonical_sha256(definition),
         blocking=blocking,
-        turns=tuple(follow_up.prompt for follow_up in follow_ups),
+        turns=tuple(follow_up.prompt for follow_up in follow_ups) if follow_ups else (),
         tool_results=scripts,
         max_steps=max_steps,
         turn_expects=turn_expects,
@@ -182,5 +235,5 @@ def _task(
         environment=world,
         state=state,
         turn_states=states,
-        budget=None if budget is None else make_budget(budget),
+        budget=limits,
     )
