@@ -18,10 +18,12 @@ from tests.support import CLI_TIMEOUT, DATA, ROOT, Received, TempDirTestCase, ca
 EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # What a run of plain tasks (no tool environment, no cassette) does not use: a tool environment's worker and what it is
 # started with, a cassette, the temporary files and paths only a command agent or a test asks for, and the reader of
-# calls written as text, for a reply whose text has no sign of one. A run on the stub has no workers to hear from
-# either (queue); a run against an http agent has, at its default concurrency.
+# calls written as text, for a reply whose text has no sign of one, and the tool server with its HTTP server, for a
+# run that serves its agent no tools. A run on the stub has no workers to hear from either (queue); a run against an
+# http agent has, at its default concurrency.
 UNUSED_BY_A_PLAIN_RUN = {
     "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
+    "harness.serving.tools", "http.server",
 }  # fmt: skip
 # What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
 # scripted results, each turn's checks, a tool environment and its state, a budget, argValues and checkArgs.

@@ -1,0 +1,518 @@
+"""The tool server: each trial's tools, answered by its ToolPlayer, served at a path of its own over MCP (the
+streamable HTTP transport, JSON responses) and over a plain JSON endpoint for agents without an MCP client.
+
+What the server answered is what the harness saw: every call is recorded, in order, with its result. A path is 192
+random bits and the only key to a trial's tools; a path no trial holds, or one whose turn ended, is a 404 that calls
+nothing. Nothing a client does can hold the run: bodies are capped, every read and write on a connection has a
+timeout, the connections are capped, and close() shuts every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.records import Tool, ToolCall, ToolResult, WorldError, record
+from harness.text import JSON_DEPTH, nested_deeper
+
+# The revisions of MCP whose initialize handshake this server speaks, newest first: a client asking for another is
+# answered with the newest, as the lifecycle says.
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+ASSUMED_VERSION = "2025-03-26"  # a request without MCP-Protocol-Version, as the transport says
+SERVER_INFO = {"name": "eval-agent-tools", "version": "1"}
+MAX_BODY = 1024 * 1024  # bytes of one request's body
+MAX_CALLS = 10_000  # calls a path answers; past them, an error that calls nothing and is not recorded
+MAX_SESSIONS = 64  # MCP sessions a path holds at once
+MAX_CONNECTIONS = 256  # open at once; past them, a new connection is closed at once
+IDLE = 30.0  # seconds a connection may wait on one read or one write (a keep-alive client waits on its model)
+DRAIN = 2.0  # seconds a refused body is read and thrown away, so that its sender reads the refusal
+CLOSE_WAIT = 2.0  # seconds close() waits for the connections' threads, once every connection is shut
+POLL = 0.2  # seconds between the listener's looks at whether it is to stop
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+TOOL_SERVER_FAILED = "the tool server failed"
+ENVIRONMENT_FAILED = "the tool environment failed"
+
+# JSON-RPC's error codes
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+
+
+@record
+class ServedCall:
+    """A call the server answered: the call (by its task-file name) and its result, the turn, and whether it was an
+    error (isError: true over MCP, {"error": ...} on the plain endpoint)."""
+
+    result: ToolResult
+    turn: int
+    is_error: bool
+
+
+def failed(content: Any) -> bool:
+    """Whether a result is a failure: an object whose "error" is a text (a scripted error, an environment's
+    exception)."""
+    return isinstance(content, dict) and isinstance(content.get("error"), str)
+
+
+class ServedTurn:
+    """One trial's tools at one turn, at a path of its own: the calls answered there, in order."""
+
+    def __init__(
+        self,
+        base: str,
+        tools: Sequence[Tool],
+        answer: Callable[[ToolCall], ToolResult],
+        turn: int,
+        names: Mapping[str, str] | None,
+    ) -> None:
+        self.token = secrets.token_urlsafe(24)
+        self.url = f"{base}/{self.token}/mcp"
+        self.call_url = f"{base}/{self.token}/call"
+        self.failure: WorldError | None = None  # the environment itself failed: the trial is an error
+        self.bug: Exception | None = None  # answer() raised what is not a WorldError: a bug of the harness's
+        self.refused = 0  # calls past MAX_CALLS, answered with an error and not recorded
+        served_as = {task_name: offered for offered, task_name in (names or {}).items()}
+        self.offered = {served_as.get(tool.name, tool.name): tool.name for tool in tools}
+        self.listing = json.dumps(
+            {
+                "tools": [
+                    {
+                        "name": served_as.get(tool.name, tool.name),
+                        "description": tool.description,
+                        "inputSchema": tool.input_schema or {"type": "object"},
+                    }
+                    for tool in tools
+                ]
+            },
+            default=_plain,
+            ensure_ascii=False,
+        )
+        self.turn = turn
+        self.sessions: dict[str, str] = {}  # session id -> the protocol version it negotiated
+        self.ended = False
+        self._answer = answer
+        self._calls: list[ServedCall] = []
+        self._lock = threading.Lock()  # one call at a time: a trial's world and scripts answer in order
+        self._on_end: Callable[[str], object] = lambda token: None
+        self._sessions_lock = threading.Lock()
+
+    def calls(self) -> tuple[ServedCall, ...]:
+        """The calls answered at this path, in the order answered."""
+        return tuple(self._calls)
+
+    def end(self) -> None:
+        """Serve nothing at this path from now on; a call being answered is waited for."""
+        self._on_end(self.token)
+        with self._lock:
+            self.ended = True
+
+    def open_session(self, asked: Any) -> tuple[str, str]:
+        """A new MCP session's id, and the protocol version it speaks: the one asked for when this server speaks it,
+        else its newest."""
+        version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        session = secrets.token_urlsafe(24)
+        with self._sessions_lock:
+            if len(self.sessions) >= MAX_SESSIONS:
+                del self.sessions[next(iter(self.sessions))]  # the oldest: a client that starts over leaves its last
+            self.sessions[session] = version
+        return session, version
+
+    def end_session(self, session: str) -> bool:
+        """End an MCP session; whether there was one by that id."""
+        with self._sessions_lock:
+            return self.sessions.pop(session, None) is not None
+
+    def call(self, name: str, arguments: Any) -> ServedCall | None:
+        """Answer one call of a tool by its offered name, recorded; None when the turn has ended (nothing called)."""
+        with self._lock:
+            if self.ended:
+                return None
+            task_name = self.offered.get(name)
+            call = _call(name if task_name is None else task_name, name, arguments, self.turn)
+            if len(self._calls) >= MAX_CALLS:
+                self.refused += 1
+                refused = ToolResult(call, {"error": f"more than {MAX_CALLS} calls at this turn"}, "unscripted")
+                return ServedCall(refused, self.turn, True)
+            if task_name is None:
+                result = ToolResult(call, {"error": f"no tool named {name} is offered"}, "unscripted")
+            elif call.args_error is not None:
+                result = ToolResult(call, {"error": call.args_error}, "unscripted")
+            elif self.failure is not None:
+                result = ToolResult(call, {"error": ENVIRONMENT_FAILED}, "environment")
+            else:
+                result = self._answered(call)
+            served = ServedCall(result, self.turn, failed(result.content))
+            self._calls.append(served)
+            return served
+
+    def _answered(self, call: ToolCall) -> ToolResult:
+        try:
+            return self._answer(call)
+        except WorldError as err:
+            self.failure = err  # what the environment said stays the harness's: it may quote the user's code
+            return ToolResult(call, {"error": ENVIRONMENT_FAILED}, "environment")
+        except Exception as err:
+            self.bug = err
+            return ToolResult(call, {"error": TOOL_SERVER_FAILED}, "unscripted")
+
+
+def _call(name: str, offered: str, arguments: Any, turn: int) -> ToolCall:
+    """The call as the harness judges it: by the task-file name, the offered name kept when it differs."""
+    reported = offered if offered != name else None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return ToolCall(name, {}, "arguments are not a JSON object", turn=turn, reported_name=reported)
+    if nested_deeper(arguments, JSON_DEPTH):  # the harness masks, judges and writes them by recursion
+        return ToolCall(
+            name, {}, f"arguments nested more than {JSON_DEPTH} levels deep", turn=turn, reported_name=reported
+        )
+    return ToolCall(name, arguments, turn=turn, reported_name=reported)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+class ToolServer:
+    """One server for the run, on its own threads: a path per trial's turn, shut down with the run."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, advertised: str | None = None) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener_class = type("Listener", (_Listener,), {"address_family": family})
+        self._listener: _Listener = listener_class((host, port), _Handler)
+        self.port: int = self._listener.server_address[1]
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        self.base = (advertised or f"http://{shown}:{self.port}").rstrip("/")
+        own = urlsplit(self.base)
+        self._listener.origins = {f"http://{name}:{self.port}" for name in LOOPBACK} | {
+            f"{own.scheme}://{own.netloc}".lower()
+        }
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, args=(POLL,), name="tool-server", daemon=True
+        )
+        self._thread.start()
+
+    def serve(
+        self,
+        tools: Sequence[Tool],
+        answer: Callable[[ToolCall], ToolResult],
+        turn: int,
+        names: Mapping[str, str] | None = None,
+    ) -> ServedTurn:
+        """A new path serving these tools (offered by the names' keys where names map them), answered one call at a
+        time by answer."""
+        served = ServedTurn(self.base, tools, answer, turn, names)
+        turns = self._listener.turns
+        served._on_end = lambda token: turns.pop(token, None)
+        turns[served.token] = served
+        return served
+
+    def close(self) -> None:
+        """Stop serving: the listener and every connection shut, their threads waited for a bounded time."""
+        if self._closed:
+            return
+        self._closed = True
+        listener = self._listener
+        listener.turns.clear()
+        listener.shutdown()
+        listener.server_close()
+        with listener.lock:
+            listener.closing = True
+            connections, threads = list(listener.connections), list(listener.threads)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)  # its thread, reading or writing, is woken; it closes it
+            except OSError:
+                pass
+        deadline = time.monotonic() + CLOSE_WAIT
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ToolServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Listener(ThreadingHTTPServer):
+    """The HTTP server: a daemon thread per connection, each connection known so that close() can shut it."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.turns: dict[str, ServedTurn] = {}
+        self.origins: set[str] = set()
+        self.lock = threading.Lock()
+        self.connections: set[socket.socket] = set()
+        self.threads: set[threading.Thread] = set()
+        self.closing = False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.lock:
+            refused = self.closing or len(self.connections) >= MAX_CONNECTIONS
+            if not refused:
+                self.connections.add(request)
+        if refused:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        thread = threading.current_thread()
+        with self.lock:
+            self.threads.add(thread)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.lock:
+                self.connections.discard(request)
+                self.threads.discard(thread)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # a client gone away is no news; anything else is a bug
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection's requests: the path, the Origin and the body checked, then MCP or the plain endpoint."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE
+    server: _Listener
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the run's console is the run's."""
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    do_GET = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_OPTIONS = do_POST
+
+    def _handle(self) -> None:
+        body = self._body()
+        if body is None:
+            return
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.server.origins:
+            self._send(403)  # a web page of another site, perhaps by DNS rebinding: MCP's transport says refuse
+            return
+        _, _, rest = self.path.partition("?")[0].partition("/")
+        token, _, endpoint = rest.partition("/")
+        turn = self.server.turns.get(token) if endpoint in ("mcp", "call") else None
+        if turn is None:
+            self._send(404)
+            return
+        if endpoint == "call":
+            self._plain(turn, body)
+        else:
+            self._mcp(turn, body)
+
+    def _body(self) -> bytes | None:
+        """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
+        if "Transfer-Encoding" in self.headers:
+            self._send(411, close=True)  # a body of a length not said up front: refused rather than read on and on
+            return None
+        given = self.headers.get("Content-Length")
+        if given is None:
+            return b""
+        try:
+            length = int(given)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._send(400, close=True)
+            return None
+        if length > MAX_BODY:
+            self._send(413, close=True)
+            self._drain()
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self.close_connection = True
+            return None
+        return body
+
+    def _drain(self) -> None:
+        """Read and drop what the client still sends, for DRAIN seconds at most, so that it reads the 413 rather than
+        a reset (a socket closed with data unread is reset)."""
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + DRAIN
+            while (left := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(left)
+                if not self.connection.recv(65536):
+                    break
+        except OSError:
+            pass
+
+    def _plain(self, turn: ServedTurn, body: bytes) -> None:
+        if self.command != "POST":
+            self._send(405, headers={"Allow": "POST"})
+            return
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            message = None
+        name = message.get("name") if isinstance(message, dict) else None
+        if not isinstance(name, str):
+            self._json(400, {"error": 'expected a JSON object {"name": ..., "arguments": {...}}'})
+            return
+        served = turn.call(name, message.get("arguments"))
+        if served is None:
+            self._send(404)
+            return
+        content = served.result.content
+        self._json(200, content if served.is_error else {"result": content})
+
+    def _mcp(self, turn: ServedTurn, body: bytes) -> None:
+        if self.command == "DELETE":
+            self._end_session(turn)
+            return
+        if self.command != "POST":
+            self._send(405, headers={"Allow": "POST, DELETE"})  # no stream of the server's own messages: it has none
+            return
+        version = self.headers.get("MCP-Protocol-Version")
+        if version is not None and version not in PROTOCOL_VERSIONS:
+            shown = version[:40]
+            error = _error(None, INVALID_REQUEST, f"Unsupported protocol version: {shown}", PROTOCOL_VERSIONS)
+            self._json(400, error)
+            return
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            self._json(400, _error(None, PARSE_ERROR, "Parse error"))
+            return
+        if isinstance(message, list):
+            self._json(400, _error(None, INVALID_REQUEST, "Invalid Request: batches are not supported"))
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self._json(400, _error(None, INVALID_REQUEST, "Invalid Request"))
+            return
+        method = message.get("method")
+        ident = message.get("id")
+        is_request = "id" in message
+        if method is None and is_request and ("result" in message or "error" in message):
+            self._send(202)  # a response: the server asks nothing, so there is nothing to match it with
+            return
+        if not isinstance(method, str) or (
+            is_request and (isinstance(ident, bool) or not isinstance(ident, (str, int)))
+        ):
+            self._json(400, _error(None, INVALID_REQUEST, "Invalid Request"))
+            return
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if method == "initialize":
+            if not is_request:
+                self._json(400, _error(None, INVALID_REQUEST, "Invalid Request: initialize is a request"))
+                return
+            self._initialize(turn, ident, params)
+            return
+        session = self.headers.get("Mcp-Session-Id")
+        if session is None:
+            self._json(400, _error(ident, INVALID_REQUEST, "Bad Request: no Mcp-Session-Id"))
+            return
+        if session not in turn.sessions:
+            self._send(404)  # ended, or never issued: the client starts a new session
+            return
+        if not is_request:
+            self._send(202)
+            return
+        if method == "ping":
+            self._answer(_result(ident, {}))
+        elif method == "tools/list":
+            self._answer(f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": {turn.listing}}}'.encode())
+        elif method == "tools/call":
+            self._tools_call(turn, ident, params)
+        else:
+            self._answer(_error(ident, METHOD_NOT_FOUND, f"Method not found: {method[:100]}"))
+
+    def _initialize(self, turn: ServedTurn, ident: Any, params: Mapping[str, Any]) -> None:
+        session, version = turn.open_session(params.get("protocolVersion"))
+        result: dict[str, Any] = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": SERVER_INFO}
+        self._answer(_result(ident, result), {"Mcp-Session-Id": session})
+
+    def _tools_call(self, turn: ServedTurn, ident: Any, params: Mapping[str, Any]) -> None:
+        name = params.get("name")
+        if not isinstance(name, str):
+            self._answer(_error(ident, INVALID_PARAMS, "Invalid params: tools/call needs a tool's name"))
+            return
+        served = turn.call(name, params.get("arguments"))
+        if served is None:
+            self._send(404)
+            return
+        content = served.result.content
+        if name not in turn.offered:  # as the spec says: an unknown tool is the protocol's error, not the tool's
+            self._answer(_error(ident, INVALID_PARAMS, f"Unknown tool: {name[:100]}"))
+            return
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=_plain)
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": served.is_error}
+        if isinstance(content, dict):
+            result["structuredContent"] = content
+        self._answer(_result(ident, result))
+
+    def _end_session(self, turn: ServedTurn) -> None:
+        session = self.headers.get("Mcp-Session-Id")
+        if session is None:
+            self._send(400)
+        elif not turn.end_session(session):
+            self._send(404)
+        else:
+            self._send(200)
+
+    def _answer(self, message: Mapping[str, Any] | bytes, headers: Mapping[str, str] | None = None) -> None:
+        """A JSON-RPC answer: as JSON, or as one server-sent event when the client accepts only a stream."""
+        body = message if isinstance(message, bytes) else _dumped(message)
+        accept = self.headers.get("Accept", "")
+        if "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
+            stream = b"event: message\ndata: " + body + b"\n\n"
+            self._send(200, stream, {**(headers or {}), "Content-Type": "text/event-stream"})
+        else:
+            self._send(200, body, {**(headers or {}), "Content-Type": "application/json"})
+
+    def _json(self, status: int, message: Any) -> None:
+        self._send(status, _dumped(message), {"Content-Type": "application/json"})
+
+    def _send(
+        self, status: int, body: bytes = b"", headers: Mapping[str, str] | None = None, close: bool = False
+    ) -> None:
+        self.send_response_only(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def _result(ident: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": ident, "result": result}
+
+
+def _error(ident: Any, code: int, message: str, supported: Sequence[str] = ()) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if supported:
+        error["data"] = {"supported": list(supported)}
+    return {"jsonrpc": "2.0", "id": ident, "error": error}
+
+
+def _dumped(message: Any) -> bytes:
+    return json.dumps(message, ensure_ascii=False, default=_plain).encode("utf-8")
