@@ -7,19 +7,23 @@ import asyncio
 import http.client
 import json
 import os
+import secrets
+import socket
+import threading
+import time
 import unittest
 from contextlib import ExitStack
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from harness.conversation import ToolPlayer
 from harness.environments import World, world_of
-from harness.records import Environment, Task, TaskFile
-from harness.serving.tools import ServedTurn, ToolServer
+from harness.records import Environment, Task, TaskFile, ToolScript
+from harness.serving.tools import MAX_BODY, MAX_CALLS, PROTOCOL_VERSIONS, ServedTurn, ToolServer
 from harness.taskfile import load_task_file
 from tests.support import DATA, ROOT
 
@@ -127,6 +131,17 @@ class TheMcpSdkClient(Serving):
             ],
         )
 
+    def test_its_high_level_client_that_probes_for_a_newer_revision_first_falls_back_to_the_handshake(self) -> None:
+        served, _ = self.share_turn()
+
+        async def run() -> Any:
+            async with Client(served.url) as client:
+                return await client.call_tool("contacts.find", {"name": "Bo"})
+
+        found = asyncio.run(asyncio.wait_for(run(), WAIT))
+        self.assertEqual(found.structured_content, {"name": "Bo Berg", "email": "bo@example.com"})
+        self.assertEqual([call.result.source for call in served.calls()], ["case"])
+
     def test_a_scripted_error_is_an_mcp_error_and_recorded_as_one(self) -> None:
         served, _ = self.share_turn()
 
@@ -223,6 +238,250 @@ class ThePlainEndpoint(Serving):
         status, _, answer = post(served.call_url, {"name": "fs.rm", "arguments": ["notes.txt"]})
         self.assertEqual(json.loads(answer), {"error": "arguments are not a JSON object"})
         self.assertEqual([call.result.call.args_error for call in served.calls()], ["arguments are not a JSON object"])
+
+
+class Isolation(Serving):
+    def test_trials_served_at_once_each_call_and_change_only_their_own_world(self) -> None:
+        trials = [self.share_turn() for _ in range(8)]
+
+        async def trial(index: int, served: ServedTurn) -> list[Any]:
+            async with streamable_http_client(served.url) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                email = f"user{index}@example.com"
+                shared = await session.call_tool("fs.share", {"path": "notes.txt", "email": email})
+                moved = await session.call_tool("fs.mv", {"source": "draft.txt", "target": f"draft-{index}.txt"})
+                return [shared.content[0].text, moved.content[0].text]
+
+        def plain(index: int, served: ServedTurn, answers: list[Any]) -> None:
+            for _ in range(5):
+                answers.append(json.loads(post(served.call_url, {"name": "fs.ls", "arguments": {}})[2]))
+
+        answers: list[list[Any]] = [[] for _ in trials]
+        threads = [threading.Thread(target=plain, args=(i, served, answers[i])) for i, (served, _) in enumerate(trials)]
+
+        async def together() -> list[Any]:
+            return await asyncio.gather(*(trial(index, served) for index, (served, _) in enumerate(trials)))
+
+        for thread in threads:
+            thread.start()
+        said = asyncio.run(asyncio.wait_for(together(), WAIT))
+        for thread in threads:
+            thread.join(WAIT)
+        for index, (served, world) in enumerate(trials):
+            with self.subTest(trial=index):
+                email = f"user{index}@example.com"
+                self.assertEqual(
+                    said[index], [f"shared notes.txt with {email}", f"moved draft.txt to draft-{index}.txt"]
+                )
+                self.assertEqual(world.state()["shared"], {"notes.txt": [email]})
+                self.assertIn(f"draft-{index}.txt", world.state()["files"])
+                self.assertEqual(len(answers[index]), 5)
+                mine = [call.result.call for call in served.calls() if call.result.call.name != "fs.ls"]
+                self.assertEqual(
+                    [call.args.get("email", call.args.get("target")) for call in mine], [email, f"draft-{index}.txt"]
+                )
+                self.assertEqual(len(served.calls()), 7)
+
+    def test_a_guessed_path_gets_404_and_calls_nothing(self) -> None:
+        served, world = self.share_turn()
+        before = world.state()
+        token = urlsplit(served.url).path.split("/")[1]
+        base = served.url.rsplit("/", 2)[0]
+        guesses = [
+            f"{base}/{secrets.token_urlsafe(24)}/call",
+            f"{base}/{token[:-1]}{'A' if token[-1] != 'A' else 'B'}/call",
+            f"{base}/{token[:16]}/call",
+            f"{base}/{token}",
+            f"{base}/{token}/call/more",
+            f"{base}/{token}/other",
+            f"{base}//call",
+            f"{base}/",
+        ]
+        for url in guesses:
+            with self.subTest(url.replace(token, "<token>")):
+                status, _, body = post(url, {"name": "fs.rm", "arguments": {"path": "notes.txt"}})
+                self.assertEqual((status, body), (404, b""))
+        self.assertEqual((served.calls(), world.state()), ((), before))
+
+    def test_an_ended_path_gets_404_and_calls_nothing(self) -> None:
+        served, world = self.share_turn()
+        session = initialized(served.url)
+        self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
+        served.end()
+        before = world.state()
+        call = rpc("tools/call", {"name": "fs.rm", "arguments": {"path": "notes.txt"}})
+        self.assertEqual(post(served.url, call, session)[::2], (404, b""))
+        self.assertEqual(post(served.call_url, {"name": "fs.rm", "arguments": {"path": "notes.txt"}})[::2], (404, b""))
+        self.assertEqual((len(served.calls()), world.state()), (1, before))
+
+    def test_another_sites_origin_is_refused_and_calls_nothing(self) -> None:
+        served, world = self.share_turn()
+        port = urlsplit(served.url).port
+        call = {"name": "fs.rm", "arguments": {"path": "notes.txt"}}
+        for origin in ("http://evil.example", f"http://evil.example:{port}", "null", "http://127.0.0.1:1"):
+            with self.subTest(origin):
+                self.assertEqual(post(served.call_url, call, {"Origin": origin})[0], 403)
+                self.assertEqual(post(served.url, rpc("initialize", {}), {"Origin": origin})[0], 403)
+        self.assertEqual((served.calls(), world.state()["files"][1]), ((), "notes.txt"))
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+            with self.subTest(origin):
+                self.assertEqual(post(served.call_url, {"name": "fs.ls"}, {"Origin": origin})[0], 200)
+
+    def test_an_advertised_address_names_the_paths_and_is_an_origin_of_its_own(self) -> None:
+        server = ToolServer(advertised="https://tools.example.net/")
+        self.addCleanup(server.close)
+        served = server.serve(WORLDS.tools, ToolPlayer(SHARE.tool_results).answer, 1)
+        self.assertTrue(served.url.startswith("https://tools.example.net/") and served.url.endswith("/mcp"))
+        self.assertTrue(served.call_url.startswith("https://tools.example.net/") and served.call_url.endswith("/call"))
+        local = f"http://127.0.0.1:{server.port}{urlsplit(served.call_url).path}"
+        call = {"name": "contacts.find", "arguments": {"name": "Ana"}}
+        self.assertEqual(post(local, call, {"Origin": "https://tools.example.net"})[0], 200)
+        self.assertEqual(post(local, call, {"Origin": "https://other.example.net"})[0], 403)
+        behind = ToolServer(advertised="https://tools.example.net/tools/")
+        self.addCleanup(behind.close)
+        served = behind.serve(WORLDS.tools, ToolPlayer(SHARE.tool_results).answer, 1)
+        path = urlsplit(served.call_url).path
+        self.assertTrue(path.startswith("/tools/"), path)
+        for forwarded in (path, path.removeprefix("/tools")):
+            with self.subTest(forwarded):
+                self.assertEqual(post(f"http://127.0.0.1:{behind.port}{forwarded}", call)[0], 200)
+
+
+class Bounds(Serving):
+    def test_a_body_over_the_cap_is_413_and_the_server_serves_on(self) -> None:
+        served, _ = self.share_turn()
+        huge = json.dumps({"name": "fs.ls", "arguments": {"pad": "x" * (10 * 1024 * 1024)}}).encode()
+        self.assertGreater(len(huge), MAX_BODY)
+        for url in (served.call_url, served.url):
+            with self.subTest(url.rsplit("/", 1)[1]):
+                self.assertEqual(post(url, huge)[0], 413)
+        asking = socket.create_connection(("127.0.0.1", self.server.port), timeout=WAIT)
+        self.addCleanup(asking.close)
+        path = urlsplit(served.call_url).path
+        asking.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(huge)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        self.assertTrue(asking.recv(1024).startswith(b"HTTP/1.1 413 "), "refused before it is sent")
+        for length in ("-1", "+12", "1_0", "x"):
+            with self.subTest(length=length):
+                self.assertEqual(post(served.call_url, b"{}", {"Content-Length": length})[0], 400)
+        self.assertEqual(served.calls(), ())
+        self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
+
+    def test_calls_past_the_cap_are_errors_that_call_nothing(self) -> None:
+        played = ToolPlayer({"fs.ls": ToolScript(("a.txt",))})
+        served = self.server.serve(WORLDS.tools, played.answer, 1)
+        for _ in range(MAX_CALLS):
+            served.call("fs.ls", {})
+        status, _, body = post(served.call_url, {"name": "fs.ls"})
+        self.assertEqual((status, json.loads(body)), (200, {"error": f"more than {MAX_CALLS} calls at this turn"}))
+        self.assertEqual(
+            (len(served.calls()), served.refused, played.calls[("fs.ls", None)]), (MAX_CALLS, 1, MAX_CALLS)
+        )
+
+    def test_clients_that_never_read_or_hold_their_connection_do_not_hold_close(self) -> None:
+        big = "x" * 500_000
+        served = self.server.serve(WORLDS.tools, ToolPlayer({"fs.ls": ToolScript((big,))}).answer, 1)
+        where = urlsplit(served.call_url)
+        address = (where.hostname, where.port)
+        body = b'{"name": "fs.ls"}'
+        request = f"POST {where.path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+        never_reads = socket.create_connection(address, timeout=WAIT)
+        self.addCleanup(never_reads.close)
+        never_reads.sendall(request * 60)  # 30 MB of answers, more than the sockets between hold
+        holds = socket.create_connection(address, timeout=WAIT)
+        self.addCleanup(holds.close)
+        holds.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        idle = socket.create_connection(address, timeout=WAIT)
+        self.addCleanup(idle.close)
+        deadline = time.monotonic() + WAIT
+        while len(served.calls()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(json.loads(post(served.call_url, {"name": "fs.ls"})[2]), {"result": big}, "others are served")
+        self.assertLess(len(served.calls()), 60, "the answers wait on a client that reads none")
+        closing = threading.Thread(target=self.server.close)
+        closing.start()
+        closing.join(WAIT)
+        self.assertFalse(closing.is_alive(), "close() waited on a client")
+        self.assertEqual(self.server._listener.threads, set(), "a connection's thread outlived close()")
+        with self.assertRaises(OSError):
+            post(served.call_url, {"name": "fs.ls"})
+        self.server.close()  # again: nothing to do
+
+
+class TheTransport(Serving):
+    """MCP's streamable HTTP transport, as its specification says, with requests made by hand."""
+
+    def test_a_session_is_issued_at_initialize_and_required_after_it(self) -> None:
+        served, _ = self.share_turn()
+        status, headers, body = post(served.url, rpc("initialize", {"protocolVersion": "2025-06-18"}))
+        answer = json.loads(body)
+        self.assertEqual((status, headers["content-type"]), (200, "application/json"))
+        self.assertEqual(answer["result"]["protocolVersion"], "2025-06-18")
+        self.assertEqual(answer["result"]["capabilities"], {"tools": {}})
+        self.assertEqual(set(answer["result"]["serverInfo"]), {"name", "version"})
+        session = {"Mcp-Session-Id": headers["mcp-session-id"]}
+        self.assertEqual(post(served.url, rpc("tools/list"))[0], 400, "no session")
+        self.assertEqual(post(served.url, rpc("tools/list"), {"Mcp-Session-Id": "guessed"})[::2], (404, b""))
+        self.assertEqual(post(served.url, rpc("notifications/initialized", ident=None), session)[::2], (202, b""))
+        self.assertEqual(
+            json.loads(post(served.url, rpc("ping", ident=7), session)[2]), {"jsonrpc": "2.0", "id": 7, "result": {}}
+        )
+        self.assertEqual(post(served.url, None, session, method="DELETE")[0], 200)
+        self.assertEqual(post(served.url, rpc("ping"), session)[0], 404, "a session ended is not found")
+        self.assertEqual(post(served.url, None, session, method="DELETE")[0], 404)
+
+    def test_a_version_it_does_not_speak_is_answered_with_its_newest_or_refused_in_the_header(self) -> None:
+        served, _ = self.share_turn()
+        status, headers, body = post(served.url, rpc("initialize", {"protocolVersion": "2099-01-01"}))
+        self.assertEqual(json.loads(body)["result"]["protocolVersion"], PROTOCOL_VERSIONS[0])
+        session = {"Mcp-Session-Id": headers["mcp-session-id"]}
+        for version in PROTOCOL_VERSIONS:
+            self.assertEqual(post(served.url, rpc("ping"), {**session, "MCP-Protocol-Version": version})[0], 200)
+        status, _, body = post(served.url, rpc("ping"), {**session, "MCP-Protocol-Version": "1900-01-01"})
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"]["data"], {"supported": list(PROTOCOL_VERSIONS)})
+
+    def test_what_is_not_one_json_rpc_request_is_an_error_never_a_crash(self) -> None:
+        served, _ = self.share_turn()
+        session = initialized(served.url)
+        cases = [
+            (b"{not json", 400, -32700),
+            (b"[" * 100_000, 400, -32700),
+            (json.dumps([rpc("ping")]).encode(), 400, -32600),
+            (b"[]", 400, -32600),
+            (b"3", 400, -32600),
+            (json.dumps({"jsonrpc": "1.0", "id": 1, "method": "ping"}).encode(), 400, -32600),
+            (json.dumps({"jsonrpc": "2.0", "id": None, "method": "ping"}).encode(), 400, -32600),
+            (json.dumps({"jsonrpc": "2.0", "id": 1, "method": 5}).encode(), 400, -32600),
+            (json.dumps(rpc("resources/list")).encode(), 200, -32601),
+            (json.dumps(rpc("tools/call", {"arguments": {}})).encode(), 200, -32602),
+        ]
+        for body, status, code in cases:
+            with self.subTest(body[:40]):
+                got, _, answer = post(served.url, body, session)
+                self.assertEqual((got, json.loads(answer)["error"]["code"]), (status, code))
+        self.assertEqual(post(served.url, {"jsonrpc": "2.0", "id": 9, "result": {}}, session)[0], 202, "a response")
+        self.assertEqual(served.calls(), ())
+        self.assertEqual(post(served.url, rpc("ping"), session)[0], 200)
+
+    def test_a_get_is_405_as_there_is_no_stream_of_the_servers_own(self) -> None:
+        served, _ = self.share_turn()
+        session = initialized(served.url)
+        status, headers, _ = post(served.url, None, {**session, "Accept": "text/event-stream"}, method="GET")
+        self.assertEqual((status, headers["allow"]), (405, "POST, DELETE"))
+        self.assertEqual(post(served.call_url, None, method="GET")[0], 405)
+
+    def test_a_client_that_accepts_only_a_stream_gets_its_answer_as_one_event(self) -> None:
+        served, _ = self.share_turn()
+        session = initialized(served.url)
+        call = rpc("tools/call", {"name": "contacts.find", "arguments": {"name": "Ana"}}, ident=3)
+        status, headers, body = post(served.url, call, {**session, "Accept": "text/event-stream"})
+        self.assertEqual((status, headers["content-type"]), (200, "text/event-stream"))
+        event, data, end = body.decode().split("\n", 2)
+        self.assertEqual((event, end), ("event: message", "\n"))
+        answer = json.loads(data.removeprefix("data: "))
+        self.assertEqual((answer["id"], answer["result"]["isError"]), (3, False))
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ class ToolServer:
         shown = f"[{host}]" if family == socket.AF_INET6 else host
         self.base = (advertised or f"http://{shown}:{self.port}").rstrip("/")
         own = urlsplit(self.base)
+        self._listener.prefix = own.path  # what a proxy in front may leave on the path: /tools of https://…/tools
         self._listener.origins = {f"http://{name}:{self.port}" for name in LOOPBACK} | {
             f"{own.scheme}://{own.netloc}".lower()
         }
@@ -210,7 +211,8 @@ class ToolServer:
         names: Mapping[str, str] | None = None,
     ) -> ServedTurn:
         """A new path serving these tools (offered by the names' keys where names map them), answered one call at a
-        time by answer."""
+        time by answer. A trial's turns share its answer: end a turn before the next is served, and no two calls of
+        the trial are answered at once."""
         served = ServedTurn(self.base, tools, answer, turn, names)
         turns = self._listener.turns
         served._on_end = lambda token: turns.pop(token, None)
@@ -257,6 +259,7 @@ class _Listener(ThreadingHTTPServer):
         super().__init__(address, handler)
         self.turns: dict[str, ServedTurn] = {}
         self.origins: set[str] = set()
+        self.prefix = ""
         self.lock = threading.Lock()
         self.connections: set[socket.socket] = set()
         self.threads: set[threading.Thread] = set()
@@ -293,6 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     timeout = IDLE
+    disable_nagle_algorithm = True  # the headers and the body go out as two writes: neither waits on the other's ACK
     server: _Listener
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -311,7 +315,10 @@ class _Handler(BaseHTTPRequestHandler):
         if origin is not None and origin.lower().rstrip("/") not in self.server.origins:
             self._send(403)  # a web page of another site, perhaps by DNS rebinding: MCP's transport says refuse
             return
-        _, _, rest = self.path.partition("?")[0].partition("/")
+        path = self.path.partition("?")[0]
+        if self.server.prefix and path.startswith(self.server.prefix + "/"):
+            path = path[len(self.server.prefix) :]
+        _, _, rest = path.partition("/")
         token, _, endpoint = rest.partition("/")
         turn = self.server.turns.get(token) if endpoint in ("mcp", "call") else None
         if turn is None:
@@ -322,18 +329,24 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._mcp(turn, body)
 
+    def handle_expect_100(self) -> bool:
+        """A body over MAX_BODY is refused before it is sent, when the client asks first."""
+        if self._length() > MAX_BODY:
+            self._send(413, close=True)
+            return False
+        return super().handle_expect_100()
+
+    def _length(self) -> int:
+        """The body's length as the request says it, -1 when it says what is not one."""
+        given = self.headers.get("Content-Length", "0")
+        return int(given) if given.isascii() and given.isdigit() else -1  # int() would take " +1_0 " too
+
     def _body(self) -> bytes | None:
         """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
         if "Transfer-Encoding" in self.headers:
             self._send(411, close=True)  # a body of a length not said up front: refused rather than read on and on
             return None
-        given = self.headers.get("Content-Length")
-        if given is None:
-            return b""
-        try:
-            length = int(given)
-        except ValueError:
-            length = -1
+        length = self._length()
         if length < 0:
             self._send(400, close=True)
             return None
