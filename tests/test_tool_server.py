@@ -368,16 +368,19 @@ class Bounds(Serving):
         self.assertEqual(served.calls(), ())
         self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
 
-    def test_calls_past_the_cap_are_errors_that_call_nothing(self) -> None:
+    def test_a_trials_calls_past_the_cap_over_its_turns_are_errors_that_call_nothing(self) -> None:
         played = ToolPlayer({"fs.ls": ToolScript(("a.txt",))})
-        served = self.server.serve(WORLDS.tools, played.answer, 1)
-        for _ in range(MAX_CALLS):
-            served.call("fs.ls", {})
+        first = self.server.serve(WORLDS.tools, played.answer, 1)
+        for _ in range(MAX_CALLS - 1):
+            first.call("fs.ls", {})
+        first.end()
+        served = self.server.serve(WORLDS.tools, played.answer, 2)
+        other = self.server.serve(WORLDS.tools, ToolPlayer({"fs.ls": ToolScript(("b.txt",))}).answer, 1)
+        self.assertEqual(json.loads(post(served.call_url, {"name": "fs.ls"})[2]), {"result": "a.txt"}, "the last")
         status, _, body = post(served.call_url, {"name": "fs.ls"})
-        self.assertEqual((status, json.loads(body)), (200, {"error": f"more than {MAX_CALLS} calls at this turn"}))
-        self.assertEqual(
-            (len(served.calls()), served.refused, played.calls[("fs.ls", None)]), (MAX_CALLS, 1, MAX_CALLS)
-        )
+        self.assertEqual((status, json.loads(body)), (200, {"error": f"more than {MAX_CALLS} calls in this trial"}))
+        self.assertEqual((len(served.calls()), served.refused, played.calls[("fs.ls", None)]), (1, 1, MAX_CALLS))
+        self.assertEqual(json.loads(post(other.call_url, {"name": "fs.ls"})[2]), {"result": "b.txt"}, "another trial")
 
     def test_clients_that_never_read_or_hold_their_connection_do_not_hold_close(self) -> None:
         big = "x" * 500_000

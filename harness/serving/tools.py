@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,7 +30,7 @@ PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 ASSUMED_VERSION = "2025-03-26"  # a request without MCP-Protocol-Version, as the transport says
 SERVER_INFO = {"name": "eval-agent-tools", "version": "1"}
 MAX_BODY = 1024 * 1024  # bytes of one request's body
-MAX_CALLS = 10_000  # calls a path answers; past them, an error that calls nothing and is not recorded
+MAX_CALLS = 10_000  # calls a trial's paths answer; past them, an error that calls nothing and is not recorded
 MAX_SESSIONS = 64  # MCP sessions a path holds at once
 MAX_CONNECTIONS = 256  # open at once; past them, a new connection is closed at once
 IDLE = 30.0  # seconds a connection may wait on one read or one write (a keep-alive client waits on its model)
@@ -60,11 +61,20 @@ def failed(content: Any) -> bool:
     return isinstance(content, dict) and isinstance(content.get("error"), str)
 
 
+class _Trial:
+    """What a trial's turns share: one call answered at a time, and the count of them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls = 0
+
+
 class ServedTurn:
     """One trial's tools at one turn, at a path of its own: the calls answered there, in order."""
 
     def __init__(
         self,
+        trial: _Trial,
         base: str,
         tools: Sequence[Tool],
         answer: Callable[[ToolCall], ToolResult],
@@ -98,7 +108,8 @@ class ServedTurn:
         self.ended = False
         self._answer = answer
         self._calls: list[ServedCall] = []
-        self._lock = threading.Lock()  # one call at a time: a trial's world and scripts answer in order
+        self._trial = trial
+        self._lock = trial.lock  # one call at a time: a trial's world and scripts answer in order
         self._on_end: Callable[[str], object] = lambda token: None
         self._sessions_lock = threading.Lock()
 
@@ -135,10 +146,11 @@ class ServedTurn:
                 return None
             task_name = self.offered.get(name)
             call = _call(name if task_name is None else task_name, name, arguments, self.turn)
-            if len(self._calls) >= MAX_CALLS:
+            if self._trial.calls >= MAX_CALLS:
                 self.refused += 1
-                refused = ToolResult(call, {"error": f"more than {MAX_CALLS} calls at this turn"}, "unscripted")
+                refused = ToolResult(call, {"error": f"more than {MAX_CALLS} calls in this trial"}, "unscripted")
                 return ServedCall(refused, self.turn, True)
+            self._trial.calls += 1
             if task_name is None:
                 result = ToolResult(call, {"error": f"no tool named {name} is offered"}, "unscripted")
             elif call.args_error is not None:
@@ -198,6 +210,8 @@ class ToolServer:
             f"{own.scheme}://{own.netloc}".lower()
         }
         self._closed = False
+        self._trials: weakref.WeakKeyDictionary[Any, _Trial] = weakref.WeakKeyDictionary()
+        self._trials_lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._listener.serve_forever, args=(POLL,), name="tool-server", daemon=True
         )
@@ -211,9 +225,14 @@ class ToolServer:
         names: Mapping[str, str] | None = None,
     ) -> ServedTurn:
         """A new path serving these tools (offered by the names' keys where names map them), answered one call at a
-        time by answer. A trial's turns share its answer: end a turn before the next is served, and no two calls of
-        the trial are answered at once."""
-        served = ServedTurn(self.base, tools, answer, turn, names)
+        time by answer. The turns served the same answer (a trial's ToolPlayer's) are a trial's: one of its calls is
+        answered at a time, MAX_CALLS in all."""
+        owner = getattr(answer, "__self__", answer)  # a trial's ToolPlayer, whose answer each of its turns is given
+        with self._trials_lock:
+            trial = self._trials.get(owner)
+            if trial is None:
+                trial = self._trials[owner] = _Trial()
+        served = ServedTurn(trial, self.base, tools, answer, turn, names)
         turns = self._listener.turns
         served._on_end = lambda token: turns.pop(token, None)
         turns[served.token] = served
