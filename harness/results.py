@@ -260,7 +260,7 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
     statuses = [trial.outcome.status for trial in trials]
     passes = statuses.count("pass")
     trial_entries = [_trial_entry(trial) for trial in trials]
-    miss = explaining_trial(trial_entries)
+    miss = explaining_trial(trial_entries) if passes < len(trials) else None
     return {
         "id": task.id,
         "category": task.category,
@@ -304,10 +304,12 @@ def _trial_entry(result: Result) -> dict[str, Any]:
         "attempts": reply.attempts,
         "durationMs": round(result.duration_ms, 1),
         "usage": {"inputTokens": reply.usage[0], "outputTokens": reply.usage[1]} if reply.usage else None,
-        "turns": len(result.turns) or 1,
-        "steps": sum(len(turn.steps) for turn in result.turns) or 1,
+        "turns": 1,
+        "steps": 1,
     }
     if result.turns:
+        entry["turns"] = len(result.turns)
+        entry["steps"] = sum(len(turn.steps) for turn in result.turns) or 1
         if result.conversation_id:
             entry["conversationId"] = result.conversation_id
         entry["conversation"] = [_turn_entry(turn) for turn in result.turns]
@@ -831,4 +833,18 @@ class Spool:
                 pass
 
 
-ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+def _encoder() -> Callable[[Any], str]:
+    """json's strict encoder, as JSONEncoder(ensure_ascii=False, allow_nan=False).encode writes, made once.
+
+    JSONEncoder.encode makes its C encoder anew for every value: a fifth of the time of a task entry's. Without the
+    check for circular references, which JSON read from an agent or a task file cannot have.
+    """
+    strict = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+    make = getattr(json.encoder, "c_make_encoder", None)  # None where the interpreter has no _json
+    if make is None:
+        return strict.encode
+    encode = make(None, strict.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+ENCODE = _encoder()

@@ -36,29 +36,31 @@ BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 def tally(entry: Mapping[str, Any]) -> Tally:
     """What the verdict counts of one task, from its entry in the results: a run's and a merge's alike."""
     trials = entry["trialResults"]
-    excusable = frozenset() if (entry.get("budget") or {}).get("blocking") else BUDGET_CODES
+    budget = entry.get("budget")
+    excusable = frozenset() if budget and budget.get("blocking") else BUDGET_CODES
     unreached, latency_ms, over_budget, excused, missed = True, 0, 0, 0, False
+    usage = []
     for trial in trials:  # one pass, where one for each figure cost a task as much again
+        latency_ms += trial["durationMs"]
+        if trial["usage"]:
+            usage.append((trial["usage"]["inputTokens"], trial["usage"]["outputTokens"]))
         code = trial["code"]
+        if code is None:  # in none of the sets of codes below: a pass has no code
+            unreached = False
+            continue
         # A conversation that failed after its first step got answers: the agent was reached.
         unreached = unreached and code in UNREACHABLE and trial.get("steps", 1) == 1
-        latency_ms += trial["durationMs"]
         over_budget += code in BUDGET_BREACHES
         excused += code in excusable
         missed = missed or code in REPLAYED_NOTHING
     return Tally(
         entry["id"],
         entry["category"],
-        tuple(trial["status"] for trial in trials),
+        tuple([trial["status"] for trial in trials]),
         blocking=entry["blocking"],
         violation=entry["violation"] is not None,
         unreached=unreached,
-        tokens=total_tokens(
-            [
-                (trial["usage"]["inputTokens"], trial["usage"]["outputTokens"]) if trial["usage"] else None
-                for trial in trials
-            ]
-        ),
+        tokens=total_tokens(usage),
         latency_ms=latency_ms,
         over_budget=over_budget,
         budget_excused=excused,

@@ -42,8 +42,8 @@ def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason (and its
     turns' verdicts, when they were judged), (flaky)."""
     trials = entry["trialResults"]
-    shown = explaining_trial(trials) or trials[0]
-    duration = sum(trial["durationMs"] for trial in trials) / len(trials)
+    shown = trials[0] if entry["status"] == "pass" else explaining_trial(trials) or trials[0]
+    duration = sum([trial["durationMs"] for trial in trials]) / len(trials)
     tally = f"  {entry['passes']}/{entry['trials']}" if entry["trials"] > 1 else ""
     line = f"{entry['status'].upper():<5} {entry['id']:<{id_width}}{tally}  {calls_text(shown)}  {millis(duration)}"
     if entry["status"] != "pass":
