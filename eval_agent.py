@@ -79,8 +79,6 @@ SETTINGS = (BACKEND, *RUN_SETTINGS, MCP_HEADERS, *(s for backend in BACKENDS.val
 DECLARED = frozenset(setting.var for setting in SETTINGS)
 # The subcommands that read EVAL_ settings and a task file: they refuse an unknown variable as a run does.
 CHECKED = {"validate"}
-# What a backend does not send of a tool's inputSchema, for validate to list (the engine imports no backend).
-SCHEMA_NOTES = {name: backend.schema_notes for name, backend in BACKENDS.items() if hasattr(backend, "schema_notes")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run(argv)
         subcommand = importlib.import_module(SUBCOMMANDS[name][0])
         if name == "validate":
-            return subcommand.main(argv[1:], SETTINGS, SCHEMA_NOTES)
+            return subcommand.main(argv[1:], SETTINGS, schema_notes())
         if name == "doctor":  # the engine imports no backend: doctor is handed the registry
             return subcommand.main(argv[1:], subcommand.Registry(BACKEND, BACKENDS, choose, SETTINGS))
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])
@@ -117,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         complain(secrets.mask(f"{prog}: internal error: {internal_error(exc)}"))
         print(secrets.mask("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def schema_notes() -> dict[str, Any]:
+    """What each backend does not send of a tool's inputSchema, for validate to list (the engine imports no backend):
+    asked of every backend, which imports them all."""
+    return {name: backend.schema_notes for name, backend in BACKENDS.items() if hasattr(backend, "schema_notes")}
 
 
 def configure(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[Config, str, Any]:

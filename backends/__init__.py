@@ -3,9 +3,11 @@
 Adding a backend: a module with a class that has a NAME, its SETTINGS (harness.settings.Setting), a `configure(sources)`
 class method that reads them into a settings object, a constructor `(settings, surface, run_id, *, hidden)`, and the
 `run`, `describe` and `secrets` methods and the `hidden` attribute of harness.records.Backend; then one line in
-BACKENDS. Keep the module's imports light: every run
-imports every backend to know its flags, and only the one chosen sends anything. A backend that answers inside this
-process at once (the stub) sets IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
+BACKENDS. Every run knows every backend's settings (its flags, and the variables that are no typo), and imports only
+the backend it uses: a backend's SETTINGS live in backends/options.py, and its entry is a Declared (its name, its
+settings, where its class is) whose module is imported when more of it is asked for. The stub and the http backend,
+the default ones, are imported by every run. A backend that answers inside this process at once (the stub) sets
+IN_PROCESS = True, and runs in the run's own thread whatever the concurrency.
 
 Every exchange goes through one seam (harness/exchanges.py), where a run that records or replays installs its cassette
 once before the first request: `exchanges.exchange(request, send, hidden)`, where `request` makes what the backend
@@ -19,17 +21,14 @@ when EVAL_BACKEND names it.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from backends.anthropic_messages import AnthropicMessagesBackend
-from backends.command_agent import CommandAgentBackend
-from backends.gemini import GeminiBackend
+from backends import options
 from backends.http_agent import HttpAgentBackend
-from backends.openai_chat import OpenAIChatBackend
-from backends.openai_responses import OpenAIResponsesBackend
 from backends.stub import StubBackend
-from harness.leaks import Secrets
+from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentSurface, Backend, ConfigError
 from harness.settings import Setting, Sources
 
@@ -47,16 +46,47 @@ class BackendClass(Protocol):
     def __call__(self, settings: Any, surface: AgentSurface, run_id: str, *, hidden: Secrets = ...) -> Backend: ...
 
 
+class Declared:
+    """A backend by its name and settings, its module imported when anything more of it is asked for."""
+
+    def __init__(self, name: str, settings: tuple[Setting, ...], where: str, *, named_only: bool = False) -> None:
+        self.NAME, self.SETTINGS, self.NAMED_ONLY = name, settings, named_only
+        self.where = where  # `module:Class`
+
+    def loaded(self) -> BackendClass:
+        """The backend's class, its module imported now if it is not yet."""
+        module, _, name = self.where.partition(":")
+        backend: BackendClass = getattr(importlib.import_module(module), name)
+        return backend
+
+    def configure(self, sources: Sources) -> Any:
+        return self.loaded().configure(sources)
+
+    def __call__(self, settings: Any, surface: AgentSurface, run_id: str, *, hidden: Secrets = NO_SECRETS) -> Backend:
+        return self.loaded()(settings, surface, run_id, hidden=hidden)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loaded(), name)
+
+    def __repr__(self) -> str:
+        return f"Declared({self.NAME!r}, {self.where})"
+
+
 BACKENDS: dict[str, BackendClass] = {
     backend.NAME: backend
     for backend in (
         StubBackend,
         HttpAgentBackend,
-        OpenAIChatBackend,
-        OpenAIResponsesBackend,
-        AnthropicMessagesBackend,
-        CommandAgentBackend,
-        GeminiBackend,
+        Declared("openai", options.OPENAI, "backends.openai_chat:OpenAIChatBackend"),
+        Declared(
+            "openai-responses",
+            options.OPENAI_RESPONSES,
+            "backends.openai_responses:OpenAIResponsesBackend",
+            named_only=True,
+        ),
+        Declared("anthropic", options.ANTHROPIC, "backends.anthropic_messages:AnthropicMessagesBackend"),
+        Declared("command", options.COMMAND, "backends.command_agent:CommandAgentBackend"),
+        Declared("gemini", options.GEMINI, "backends.gemini:GeminiBackend"),
     )
 }
 BACKEND = Setting(

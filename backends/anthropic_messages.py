@@ -5,18 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import (
+from backends.options import (
+    ANTHROPIC,
+    ANTHROPIC_API_KEY,
+    ANTHROPIC_BASE_URL,
+    ANTHROPIC_TEMPERATURE,
     MAX_TOKENS,
-    MODEL,
     THINKING_BUDGET,
-    ProviderBackend,
-    ProviderSettings,
-    api_key,
-    base_url,
-    result_text,
-    temperature,
 )
+from backends.provider import ProviderBackend, ProviderSettings, result_text
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
     AgentRequest,
@@ -39,21 +36,10 @@ class AnthropicMessagesBackend(ProviderBackend):
     """POST {base}/v1/messages: the system prompt as `system`, the task prompt as the user message, and the tools."""
 
     NAME = "anthropic"
-    BASE_URL = base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
-    API_KEY = api_key("ANTHROPIC_API_KEY")
-    TEMPERATURE = temperature(1.0)
-    SETTINGS = (
-        MODEL,
-        BASE_URL,
-        API_KEY,
-        HEADERS,
-        TEMPERATURE,
-        THINKING_BUDGET,
-        MAX_TOKENS,
-        TIMEOUT,
-        RETRIES,
-        MAX_RESPONSE_BYTES,
-    )
+    BASE_URL = ANTHROPIC_BASE_URL
+    API_KEY = ANTHROPIC_API_KEY
+    TEMPERATURE = ANTHROPIC_TEMPERATURE
+    SETTINGS = ANTHROPIC
     RETRIED_TOO = frozenset({OVERLOADED})
 
     @classmethod

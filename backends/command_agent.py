@@ -14,13 +14,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from backends.contract import parse_reply, partial_reply
 from backends.http_agent import request_body
-from backends.options import MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
+from backends.options import AGENT_CMD, COMMAND, MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
 from harness import exchanges
 from harness.endpoints import command_secrets, field_secrets, query_values, shown_args, shown_fields
 from harness.leaks import NO_SECRETS, Secrets, strings
-from harness.records import AgentRequest, AgentSurface, BackendError, ConfigError, Reply, record
-from harness.settings import Setting, Sources
-from harness.text import json_bytes, lone_surrogate
+from harness.records import AgentRequest, AgentSurface, BackendError, Reply, record
+from harness.settings import Sources
+from harness.text import json_bytes
 
 if TYPE_CHECKING:
     import subprocess
@@ -34,35 +34,6 @@ POLL = 0.05  # seconds between looks at whether the command has ended, while its
 # (a Ctrl-C while workers run them) are ended then.
 RUNNING: set[int] = set()
 RECORDED = exchanges.answer_or_failure({"stdout": exchanges.TEXT})  # as _ran gives it
-
-
-def command_line(text: str, where: str) -> tuple[str, ...]:
-    """The command split like a shell; its program found on PATH, and paths that exist here made absolute."""
-    import shlex
-    import shutil
-
-    if lone_surrogate(text) is not None:  # a byte that is not UTF-8, as the environment holds it
-        raise ConfigError(f"{where}: not UTF-8 text")  # not shown: it may hold a secret
-    try:
-        argv = tuple(shlex.split(text))
-    except ValueError as exc:
-        raise ConfigError(f"{where}: cannot split the command: {exc}") from None  # it may hold a secret
-    if not argv:
-        raise ConfigError(f"{where}: empty command")
-    program = shutil.which(argv[0])
-    if program is None:
-        raise ConfigError(f"{where}: {argv[0]!r} is not an executable file or a command on PATH")
-    # The agent runs in a fresh temporary folder: paths given relative to here must still reach their files.
-    return (os.path.abspath(program), *(os.path.abspath(arg) if os.path.exists(arg) else arg for arg in argv[1:]))
-
-
-AGENT_CMD = Setting(
-    var="EVAL_AGENT_CMD",
-    flag="--agent-cmd",
-    help="the agent's command line, split like a shell",
-    read=command_line,
-    metavar="COMMAND",
-)
 
 
 @record
@@ -80,7 +51,7 @@ class CommandAgentBackend:
 
     NAME = "command"
     PLAYS_TOOLS = False
-    SETTINGS = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES)
+    SETTINGS = COMMAND
 
     @classmethod
     def configure(cls, sources: Sources) -> CommandSettings:

@@ -7,19 +7,19 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import (
+from backends.options import (
+    GEMINI,
+    GEMINI_API_KEY,
+    GEMINI_BASE_URL,
+    GEMINI_THINKING_BUDGET,
+    GOOGLE_API_KEY,
     MAX_TOKENS,
-    MESSAGE_CHARS,
     MODEL,
     REASONING_EFFORT,
     TEMPERATURE,
     THINKING_BUDGET,
-    ProviderBackend,
-    ProviderSettings,
-    api_key,
-    base_url,
 )
+from backends.provider import MESSAGE_CHARS, ProviderBackend, ProviderSettings
 from backends.tokens import token_count
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
@@ -33,7 +33,7 @@ from harness.records import (
     Turn,
     replace,
 )
-from harness.settings import Sources, number
+from harness.settings import Sources
 from harness.text import blank
 
 INTERNAL = 500  # Gemini's own advice: retry a 500 INTERNAL as a 503
@@ -54,29 +54,11 @@ class GeminiBackend(ProviderBackend):
     function declarations, each call's result sent back as a functionResponse part."""
 
     NAME = "gemini"
-    BASE_URL = base_url("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com")
-    API_KEY = api_key("GOOGLE_API_KEY")  # the google-genai SDK's order: GOOGLE_API_KEY first, then GEMINI_API_KEY
-    GEMINI_API_KEY = replace(api_key("GEMINI_API_KEY"), help="the API key, when GOOGLE_API_KEY is not set")
-    # Gemini's own range: 0 turns thinking off, -1 lets the model choose (Gemini 2.5); which a model takes is its own.
-    THINKING_BUDGET = replace(
-        THINKING_BUDGET,
-        help="the tokens a model may think with: 0 for none, -1 for as many as it chooses; sent only when set",
-        read=number(int, -1, 1_000_000),
-    )
-    SETTINGS = (
-        MODEL,
-        BASE_URL,
-        API_KEY,
-        GEMINI_API_KEY,
-        HEADERS,
-        TEMPERATURE,
-        MAX_TOKENS,
-        REASONING_EFFORT,
-        THINKING_BUDGET,
-        TIMEOUT,
-        RETRIES,
-        MAX_RESPONSE_BYTES,
-    )
+    BASE_URL = GEMINI_BASE_URL
+    API_KEY = GOOGLE_API_KEY
+    GEMINI_API_KEY = GEMINI_API_KEY
+    THINKING_BUDGET = GEMINI_THINKING_BUDGET
+    SETTINGS = GEMINI
     RETRIED_TOO = frozenset({INTERNAL})
     TOOL_KEYS = ("tools", "toolConfig")
 

@@ -4,31 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import (
+from backends.options import (
     MAX_TOKENS,
-    MODEL,
+    MAX_TOKENS_FIELD,
+    OPENAI,
+    OPENAI_API_KEY,
+    OPENAI_BASE_URL,
     REASONING_EFFORT,
     TEMPERATURE,
-    ProviderBackend,
-    ProviderSettings,
-    api_key,
-    base_url,
-    result_text,
 )
+from backends.provider import ProviderBackend, ProviderSettings, result_text
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn, replace
-from harness.settings import Setting, Sources, choice
+from harness.settings import Sources
 from harness.text import blank
-
-MAX_TOKENS_FIELD = Setting(
-    var="EVAL_MAX_TOKENS_FIELD",
-    flag="--max-tokens-field",
-    help="the name the server knows the token limit by: max_completion_tokens, or max_tokens for older servers",
-    read=choice("max_completion_tokens", "max_tokens"),
-    default="max_completion_tokens",
-    metavar="NAME",
-)
 
 
 class OpenAIChatBackend(ProviderBackend):
@@ -36,21 +25,9 @@ class OpenAIChatBackend(ProviderBackend):
 
     NAME = "openai"
     USAGE = ("prompt_tokens", "completion_tokens")
-    BASE_URL = base_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
-    API_KEY = api_key("OPENAI_API_KEY")
-    SETTINGS = (
-        MODEL,
-        BASE_URL,
-        API_KEY,
-        HEADERS,
-        TEMPERATURE,
-        REASONING_EFFORT,
-        MAX_TOKENS,
-        MAX_TOKENS_FIELD,
-        TIMEOUT,
-        RETRIES,
-        MAX_RESPONSE_BYTES,
-    )
+    BASE_URL = OPENAI_BASE_URL
+    API_KEY = OPENAI_API_KEY
+    SETTINGS = OPENAI
 
     @classmethod
     def configure(cls, sources: Sources) -> ProviderSettings:

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.openai_chat import OpenAIChatBackend
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
-from backends.provider import (
+from backends.options import (
     MAX_TOKENS,
-    MODEL,
+    OPENAI_API_KEY,
+    OPENAI_BASE_URL,
+    OPENAI_RESPONSES,
     REASONING_EFFORT,
     TEMPERATURE,
-    ProviderBackend,
-    ProviderSettings,
-    result_text,
 )
+from backends.provider import ProviderBackend, ProviderSettings, result_text
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, Turn
 from harness.text import blank, kind
@@ -35,20 +33,9 @@ class OpenAIResponsesBackend(ProviderBackend):
 
     NAME = "openai-responses"
     NAMED_ONLY = True  # its settings are the openai backend's: a model and an OpenAI key alone still mean openai
-    BASE_URL = OpenAIChatBackend.BASE_URL
-    API_KEY = OpenAIChatBackend.API_KEY
-    SETTINGS = (
-        MODEL,
-        BASE_URL,
-        API_KEY,
-        HEADERS,
-        TEMPERATURE,
-        REASONING_EFFORT,
-        MAX_TOKENS,
-        TIMEOUT,
-        RETRIES,
-        MAX_RESPONSE_BYTES,
-    )
+    BASE_URL = OPENAI_BASE_URL
+    API_KEY = OPENAI_API_KEY
+    SETTINGS = OPENAI_RESPONSES
 
     def __init__(
         self, settings: ProviderSettings, surface: AgentSurface, run_id: str, hidden: Secrets = NO_SECRETS

@@ -1,12 +1,17 @@
-"""Settings several backends share, and how the backends that send a request body read the fields added to it."""
+"""The backends' settings: those several share, and each provider's and the command's own, declared here so that a run
+knows every backend's flags and variables and imports only the backend it uses (backends/__init__.py). And how the
+backends that send a request body read the fields added to it.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from harness.endpoints import headers
-from harness.records import ConfigError
-from harness.settings import Setting, number, read_json, switch
+from harness.endpoints import credential, headers, http_url
+from harness.records import ConfigError, replace
+from harness.settings import Setting, choice, number, read_json, switch
+from harness.text import lone_surrogate
 
 RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt")
 
@@ -76,4 +81,173 @@ REQUEST_FIELDS = Setting(
     read=request_fields,
     default={},
     metavar="JSON",
+)
+
+# What the provider backends share.
+MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
+MAX_TOKENS = Setting(
+    var="EVAL_MAX_TOKENS",
+    flag="--max-tokens",
+    help="the most tokens a reply may have",
+    read=number(int, 1, 1_000_000),
+    default=1024,
+    metavar="N",
+)
+
+
+def temperature(highest: float) -> Setting:
+    """The sampling temperature, sent only when set: reasoning models refuse any."""
+    return Setting(
+        var="EVAL_TEMPERATURE",
+        flag="--temperature",
+        help=f"sampling temperature, 0-{highest:g}",
+        read=number(float, 0.0, highest),
+        metavar="T",
+        shown="unset: not sent, as reasoning models refuse it",
+    )
+
+
+TEMPERATURE = temperature(2.0)
+REASONING_EFFORT = Setting(
+    var="EVAL_REASONING_EFFORT",
+    flag="--reasoning-effort",
+    help="how hard a reasoning model thinks: none, minimal, low, medium, high or xhigh; sent only when set",
+    read=choice("none", "minimal", "low", "medium", "high", "xhigh"),
+    metavar="LEVEL",
+    shown="unset: not sent",
+)
+THINKING_BUDGET = Setting(
+    var="EVAL_THINKING_BUDGET",
+    flag="--thinking-budget",
+    help="the tokens a model may think with, at least 1024 and under the max tokens; sent only when set",
+    read=number(int, 1024, 1_000_000),
+    metavar="N",
+    shown="unset: not sent",
+)
+
+
+def base_url(var: str, default: str) -> Setting:
+    """A provider's base URL: its own variable, the flag both providers share."""
+    return Setting(
+        var=var,
+        flag="--base-url",
+        help="the API's base URL",
+        read=http_url,
+        default=default,
+        metavar="URL",
+        shown="the provider's own",
+        ambient=True,
+    )
+
+
+def api_key(var: str) -> Setting:
+    """A provider's API key, from its own variable only."""
+    return Setting(var=var, flag=None, help="the API key", read=credential, secret=True, ambient=True)
+
+
+# Each provider's own.
+OPENAI_BASE_URL = base_url("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = api_key("OPENAI_API_KEY")
+MAX_TOKENS_FIELD = Setting(
+    var="EVAL_MAX_TOKENS_FIELD",
+    flag="--max-tokens-field",
+    help="the name the server knows the token limit by: max_completion_tokens, or max_tokens for older servers",
+    read=choice("max_completion_tokens", "max_tokens"),
+    default="max_completion_tokens",
+    metavar="NAME",
+)
+ANTHROPIC_BASE_URL = base_url("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+ANTHROPIC_API_KEY = api_key("ANTHROPIC_API_KEY")
+ANTHROPIC_TEMPERATURE = temperature(1.0)
+GEMINI_BASE_URL = base_url("GOOGLE_GEMINI_BASE_URL", "https://generativelanguage.googleapis.com")
+GOOGLE_API_KEY = api_key("GOOGLE_API_KEY")  # the google-genai SDK's order: GOOGLE_API_KEY first, then GEMINI_API_KEY
+GEMINI_API_KEY = replace(api_key("GEMINI_API_KEY"), help="the API key, when GOOGLE_API_KEY is not set")
+# Gemini's own range: 0 turns thinking off, -1 lets the model choose (Gemini 2.5); which a model takes is its own.
+GEMINI_THINKING_BUDGET = replace(
+    THINKING_BUDGET,
+    help="the tokens a model may think with: 0 for none, -1 for as many as it chooses; sent only when set",
+    read=number(int, -1, 1_000_000),
+)
+
+
+def command_line(text: str, where: str) -> tuple[str, ...]:
+    """The command split like a shell; its program found on PATH, and paths that exist here made absolute."""
+    import shlex
+    import shutil
+
+    if lone_surrogate(text) is not None:  # a byte that is not UTF-8, as the environment holds it
+        raise ConfigError(f"{where}: not UTF-8 text")  # not shown: it may hold a secret
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: cannot split the command: {exc}") from None  # it may hold a secret
+    if not argv:
+        raise ConfigError(f"{where}: empty command")
+    program = shutil.which(argv[0])
+    if program is None:
+        raise ConfigError(f"{where}: {argv[0]!r} is not an executable file or a command on PATH")
+    # The agent runs in a fresh temporary folder: paths given relative to here must still reach their files.
+    return (os.path.abspath(program), *(os.path.abspath(arg) if os.path.exists(arg) else arg for arg in argv[1:]))
+
+
+AGENT_CMD = Setting(
+    var="EVAL_AGENT_CMD",
+    flag="--agent-cmd",
+    help="the agent's command line, split like a shell",
+    read=command_line,
+    metavar="COMMAND",
+)
+
+# Each backend's settings, in the order --help lists them.
+COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES)
+OPENAI = (
+    MODEL,
+    OPENAI_BASE_URL,
+    OPENAI_API_KEY,
+    HEADERS,
+    TEMPERATURE,
+    REASONING_EFFORT,
+    MAX_TOKENS,
+    MAX_TOKENS_FIELD,
+    TIMEOUT,
+    RETRIES,
+    MAX_RESPONSE_BYTES,
+)
+OPENAI_RESPONSES = (
+    MODEL,
+    OPENAI_BASE_URL,
+    OPENAI_API_KEY,
+    HEADERS,
+    TEMPERATURE,
+    REASONING_EFFORT,
+    MAX_TOKENS,
+    TIMEOUT,
+    RETRIES,
+    MAX_RESPONSE_BYTES,
+)
+ANTHROPIC = (
+    MODEL,
+    ANTHROPIC_BASE_URL,
+    ANTHROPIC_API_KEY,
+    HEADERS,
+    ANTHROPIC_TEMPERATURE,
+    THINKING_BUDGET,
+    MAX_TOKENS,
+    TIMEOUT,
+    RETRIES,
+    MAX_RESPONSE_BYTES,
+)
+GEMINI = (
+    MODEL,
+    GEMINI_BASE_URL,
+    GOOGLE_API_KEY,
+    GEMINI_API_KEY,
+    HEADERS,
+    TEMPERATURE,
+    MAX_TOKENS,
+    REASONING_EFFORT,
+    GEMINI_THINKING_BUDGET,
+    TIMEOUT,
+    RETRIES,
+    MAX_RESPONSE_BYTES,
 )

@@ -1,4 +1,5 @@
-"""What the provider backends share: their settings, the tool-name table, the transport, the errors providers send."""
+"""What the provider backends share: the tool-name table, the transport, the errors providers send (their settings are
+in backends/options.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,24 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, RETRIES, TIMEOUT
+from backends.options import (
+    HEADERS,
+    MAX_RESPONSE_BYTES,
+    MAX_TOKENS,
+    MODEL,
+    REASONING_EFFORT,
+    RETRIES,
+    TEMPERATURE,
+    THINKING_BUDGET,
+    TIMEOUT,
+)
 from backends.tokens import token_count
 from backends.toolnames import ToolNames
 from harness import exchanges
-from harness.endpoints import credential, header_secrets, http_url, query_values, url_secrets
+from harness.endpoints import header_secrets, query_values, url_secrets
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
-from harness.settings import Setting, Sources, choice, number
+from harness.settings import Setting, Sources
 from harness.text import JSON_DEPTH, nested_deeper
 
 # A provider that rejects the key rejects it for every task: the run stops after the first.
@@ -31,65 +42,6 @@ KEY_PROBLEM = (
 )
 STATUS = r"HTTP (4\d\d)\b"
 MESSAGE_CHARS = 500  # of a provider's error message quoted in a reason: a gateway may send a page of it on every task
-MODEL = Setting(var="EVAL_MODEL", flag="--model", help="the model (required)", metavar="NAME")
-MAX_TOKENS = Setting(
-    var="EVAL_MAX_TOKENS",
-    flag="--max-tokens",
-    help="the most tokens a reply may have",
-    read=number(int, 1, 1_000_000),
-    default=1024,
-    metavar="N",
-)
-
-
-def temperature(highest: float) -> Setting:
-    """The sampling temperature, sent only when set: reasoning models refuse any."""
-    return Setting(
-        var="EVAL_TEMPERATURE",
-        flag="--temperature",
-        help=f"sampling temperature, 0-{highest:g}",
-        read=number(float, 0.0, highest),
-        metavar="T",
-        shown="unset: not sent, as reasoning models refuse it",
-    )
-
-
-TEMPERATURE = temperature(2.0)
-REASONING_EFFORT = Setting(
-    var="EVAL_REASONING_EFFORT",
-    flag="--reasoning-effort",
-    help="how hard a reasoning model thinks: none, minimal, low, medium, high or xhigh; sent only when set",
-    read=choice("none", "minimal", "low", "medium", "high", "xhigh"),
-    metavar="LEVEL",
-    shown="unset: not sent",
-)
-THINKING_BUDGET = Setting(
-    var="EVAL_THINKING_BUDGET",
-    flag="--thinking-budget",
-    help="the tokens a model may think with, at least 1024 and under the max tokens; sent only when set",
-    read=number(int, 1024, 1_000_000),
-    metavar="N",
-    shown="unset: not sent",
-)
-
-
-def base_url(var: str, default: str) -> Setting:
-    """A provider's base URL: its own variable, the flag both providers share."""
-    return Setting(
-        var=var,
-        flag="--base-url",
-        help="the API's base URL",
-        read=http_url,
-        default=default,
-        metavar="URL",
-        shown="the provider's own",
-        ambient=True,
-    )
-
-
-def api_key(var: str) -> Setting:
-    """A provider's API key, from its own variable only."""
-    return Setting(var=var, flag=None, help="the API key", read=credential, secret=True, ambient=True)
 
 
 @record

@@ -10,6 +10,7 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from backends import BACKENDS, Declared
 from harness.records import ConfigError, ExpectTrajectory
 from harness.subcommands.importing import from_evalbench
 from harness.taskfile import load_task_file
@@ -18,12 +19,13 @@ from tests.support import CLI_TIMEOUT, DATA, ROOT, Received, TempDirTestCase, ca
 EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # What a run of plain tasks (no tool environment, no cassette) does not use: a tool environment's worker and what it is
 # started with, a cassette, the temporary files and paths only a command agent or a test asks for, and the reader of
-# calls written as text, for a reply whose text has no sign of one, and the tool server with its HTTP server, for a
-# run that serves its agent no tools. A run on the stub has no workers to hear from either (queue); a run against an
-# http agent has, at its default concurrency.
+# calls written as text, for a reply whose text has no sign of one, the tool server with its HTTP server, for a run
+# that serves its agent no tools, and every backend but the stub and the http one, known by their settings alone. A run
+# on the stub has no workers to hear from either (queue); a run against an http agent has, at its default concurrency.
 UNUSED_BY_A_PLAIN_RUN = {
     "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
-    "harness.serving.tools", "http.server",
+    "harness.serving.tools", "http.server", "backends.provider", "backends.openai_chat", "backends.openai_responses",
+    "backends.anthropic_messages", "backends.gemini", "backends.command_agent",
 }  # fmt: skip
 # What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
 # scripted results, each turn's checks, a tool environment and its state, a budget, argValues and checkArgs.
@@ -177,3 +179,19 @@ class WhatARunImports(TempDirTestCase):
 
     def test_a_run_that_records_imports_the_cassette(self) -> None:
         self.assertIn("harness.cassette", self.imported("--out", "r.json", "--record", "c.jsonl"))
+
+    def test_a_backend_known_by_its_settings_alone_declares_what_its_class_does(self) -> None:
+        for name, backend in BACKENDS.items():
+            if isinstance(backend, Declared):
+                with self.subTest(name):
+                    loaded = backend.loaded()
+                    self.assertEqual(loaded.NAME, name)
+                    self.assertIs(loaded.SETTINGS, backend.SETTINGS)
+                    self.assertEqual(getattr(loaded, "NAMED_ONLY", False), backend.NAMED_ONLY)
+
+    def test_a_run_on_the_command_backend_imports_it_and_no_provider_backend(self) -> None:
+        agent = os.path.join(self.tmp, "agent.py")
+        with open(agent, "w", encoding="utf-8") as f:
+            f.write('import sys\nsys.stdin.read()\nprint(\'{"text": "I will not do that.", "toolCalls": []}\')\n')
+        imported = self.imported("--out", "r.json", "--task", "safety-*", EVAL_AGENT_CMD=f"{sys.executable} {agent}")
+        self.assertEqual(imported & UNUSED_BY_A_PLAIN_RUN, {"backends.command_agent", "subprocess", "tempfile"})
