@@ -22,7 +22,8 @@ from harness.taskfile.tasks import FORMAT_VERSION, SLUG, canonical_sha256, check
 from harness.text import lone_surrogate, sha256_hex
 
 # A \uD800-\uDFFF escape in the text: the only way a task file's JSON can hold a lone surrogate, which is no Unicode.
-SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
+# Compiled (and cached by re) by the first file with a backslash, not by every run.
+SURROGATE_ESCAPE = r"\\[uU][dD][89a-fA-F]"
 MAX_BYTES = 64 * 1024 * 1024
 MAX_BYTES_VAR = "EVAL_MAX_TASK_FILE_BYTES"
 __all__ = [
@@ -79,7 +80,7 @@ def parse_task_file(raw: bytes, path: str, environ: Mapping[str, str]) -> tuple[
         repeated.append(True)
         data = json.loads(text, object_pairs_hook=partial(_object, repeated), parse_int=_integer)
     context = Context(environ, os.path.dirname(path))
-    if repeated or SURROGATE_ESCAPE.search(text):
+    if repeated or ("\\" in text and re.search(SURROGATE_ESCAPE, text)):
         _inspect(context, data, "")
         if context.problems:  # later checks could not trust what they would read
             return None, context.problems

@@ -12,11 +12,12 @@ from harness.records import InputSchema, Tool
 from harness.settings import CANARY
 from harness.text import count, kind, lone_surrogate
 
+# The patterns of placeholders are compiled (and cached by re) by the first file that has a `$`, not by every run.
 # `$$` is a dollar, `${NAME}` a placeholder; any other `${` (unclosed, empty, a bad name) is a problem, never sent.
-PLACEHOLDER = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{[^}\s]*\}?")
+PLACEHOLDER = r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{[^}\s]*\}?"
 # Forbidden text is expanded where it is read: a canary's variable may be unset, which skips the check, not the run.
-FORBIDDEN_TEXT_ENTRY = re.compile(r"\.expect\.forbiddenText\[\d+\]\Z")
-TASK_PATH = re.compile(r"tasks\[\d+\]\Z")
+FORBIDDEN_TEXT_ENTRY = r"\.expect\.forbiddenText\[\d+\]\Z"
+TASK_PATH = r"tasks\[\d+\]\Z"
 NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or argument values; never changed
 
 
@@ -72,7 +73,7 @@ class Context:
     def expand(self, value: Any, path: str) -> Any:
         """${VAR} in every string from the environment, $$ for a dollar; an unset variable is a problem at its path."""
         if isinstance(value, str):
-            if FORBIDDEN_TEXT_ENTRY.search(path):
+            if "$" not in value or re.search(FORBIDDEN_TEXT_ENTRY, path):  # what has no `$` has no placeholder
                 return value
             expanded, unset = self.substitute(value, path)
             for name in unset:
@@ -84,7 +85,7 @@ class Context:
             return {
                 # A comment is for the author, never sent: its text stays as written.
                 key: item
-                if key == "comment" and TASK_PATH.match(path)
+                if key == "comment" and re.match(TASK_PATH, path)
                 else self.expand(item, f"{path}.{key}" if path else key)
                 for key, item in value.items()
             }
@@ -112,11 +113,11 @@ class Context:
             if lone_surrogate(value) is not None:  # bytes that are not UTF-8, as the environment holds them
                 self.problem(path, f"the value of ${{{name}}} is not UTF-8 text")
                 return match.group(0)  # left as written: what is checked and hashed after this must be text
-            if not FORBIDDEN_TEXT_ENTRY.search(path):
+            if not re.search(FORBIDDEN_TEXT_ENTRY, path):
                 self.expanded[name] = None
             return value
 
-        return PLACEHOLDER.sub(substitute, text), unset
+        return re.sub(PLACEHOLDER, substitute, text), unset
 
     def warnings(self) -> tuple[str, ...]:
         """A line per unset variable that skipped forbiddenText checks, one for a canary set that no placeholder of the
