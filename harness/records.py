@@ -47,9 +47,10 @@ def field(
     return _Field(default, default_factory, repr, compare)
 
 
-# A record's __init__ is compiled for its class once the class has made this many records: compiling one takes ~70 µs,
-# as long as binding the arguments in Python for 40 records, and a run makes a few records of most kinds.
-COMPILED_AFTER = 40
+# A record's __init__ is compiled for its class once the class has made this many records: compiling one takes 70 µs
+# (3 fields) to 250 µs (11), as long as binding the arguments in Python for 50 to 80 records, and a run makes a few
+# records of most kinds (and ~60 Settings as it starts).
+COMPILED_AFTER = 100
 
 
 @overload
