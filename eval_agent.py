@@ -37,10 +37,11 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
+from backends.options import TOOL_SERVER_HOST, Serving
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
-from harness.records import AgentSurface, ConfigError, Unreachable
+from harness.records import AgentSurface, ConfigError, Served, TaskFile, Unreachable
 from harness.reporters.console import complain, dry_run_lines, plan_line, say
 from harness.results import baseline_record, load_results, partial
 from harness.running import INTERRUPTED, HandingOn
@@ -48,7 +49,7 @@ from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.stages import STOP_SIGNALS, Run, judge, report, send, write
 from harness.taskfile import load_task_file
-from harness.text import internal_error
+from harness.text import internal_error, provider_name
 from harness.verdict import EXIT_CONFIG, EXIT_GATE_MET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREACHABLE
 
 # What the process that started the run ignores stays ignored, as Python itself leaves an ignored SIGINT: nohup's
@@ -145,14 +146,18 @@ def run(argv: Sequence[str]) -> int:
         for line in dry_run_lines(prepared.plan, config, tasks, prepared.settings):
             say(hidden.mask(line))
         return EXIT_GATE_MET
-    if any(task.environment for task in tasks):  # the user's code is started now, in workers: never in here
-        from harness.environments import check_environments
+    try:
+        if any(task.environment for task in tasks):  # the user's code is started now, in workers: never in here
+            from harness.environments import check_environments
 
-        check_environments(config.tasks_path, tasks, hidden)
-    sent = send(prepared)
-    summary, comparison = judge(prepared, sent)
-    write(prepared, sent, summary, comparison)
-    return report(prepared, sent, summary, comparison)
+            check_environments(config.tasks_path, tasks, hidden)
+        sent = send(prepared)
+        summary, comparison = judge(prepared, sent)
+        write(prepared, sent, summary, comparison)
+        return report(prepared, sent, summary, comparison)
+    finally:
+        if prepared.served is not None:  # the run's boundary: also on Ctrl-C and on a bug
+            prepared.served.server.close()
 
 
 def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
@@ -186,11 +191,14 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     replayed = Secrets(tape.secrets() if tape else {})  # where a recorded reply held a secret: leaked on replay too
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden | replayed)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
-    if judged is not None and not backend.PLAYS_TOOLS:  # its agent's own tools change the world, never the environment
+    # An agent that runs its own tools is served the tools the harness plays (not from a cassette: nothing runs then).
+    serving: Serving | None = getattr(backend_settings, "serving", None)
+    served = serving is not None and not config.replay_path and any(task.plays_tools for task in tasks)
+    if judged is not None and not backend.PLAYS_TOOLS and not served:  # replayed: no call served, no world changed
         raise ConfigError(
-            f"{config.tasks_path}: {judged.where}: the {backend_name} backend's agent runs its own tools, so no "
-            "environment's state can be judged; run state checks on a backend the harness plays the tools for "
-            "(a provider's)"
+            f"{config.tasks_path}: {judged.where}: a replay of the {backend_name} backend's agent, which runs its own "
+            "tools, has no served calls to judge a state by; run state checks live (the harness serves the agent "
+            "its tools) or on a provider backend"
         )
     secrets = known | Secrets(backend.secrets()) | replayed  # a leak when a reply holds one
     hidden = backend.hidden  # never written: these, the forbidden text, the query values of the backend's URLs
@@ -208,6 +216,7 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     if config.replay_path:
         plan += f", replaying {config.replay_path}"
     return Run(
+        served=_tool_server(serving, task_file) if serving and served and not config.dry_run else None,
         config=config,
         task_file=task_file,
         selected=selected,
@@ -223,6 +232,19 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         compared_with=compared_with,
         plan=plan,
     )
+
+
+def _tool_server(serving: Serving, task_file: TaskFile) -> Served:
+    """The run's tool server, started: the last thing a run sets up, as the run's boundary shuts it down."""
+    from harness.serving.tools import ToolServer  # only a run that serves its agent's tools pays for it
+
+    try:
+        server = ToolServer(serving.host, 0, serving.advertised)
+    except OSError as exc:
+        where = f"{TOOL_SERVER_HOST.var}: cannot serve tools on {serving.host}"
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+    names = {provider_name(tool.name): tool.name for tool in task_file.tools} if serving.safe_names else None
+    return Served(server, {tool.name: tool for tool in task_file.tools}, names)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -14,7 +14,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from backends.contract import parse_reply, partial_reply
 from backends.http_agent import request_body
-from backends.options import AGENT_CMD, COMMAND, MAX_RESPONSE_BYTES, REQUEST_FIELDS, TIMEOUT
+from backends.options import (
+    AGENT_CMD,
+    COMMAND,
+    MAX_RESPONSE_BYTES,
+    REQUEST_FIELDS,
+    TIMEOUT,
+    TOOL_SERVER_URL,
+    Serving,
+    serving,
+)
 from harness import exchanges
 from harness.endpoints import command_secrets, field_secrets, query_values, shown_args, shown_fields
 from harness.leaks import NO_SECRETS, Secrets, strings
@@ -44,6 +53,7 @@ class CommandSettings:
     fields: Mapping[str, Any]
     timeout: float
     max_response_bytes: int
+    serving: Serving
 
 
 class CommandAgentBackend:
@@ -61,6 +71,7 @@ class CommandAgentBackend:
             fields=sources.get(REQUEST_FIELDS),
             timeout=sources.get(TIMEOUT),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
+            serving=serving(sources),
         )
 
     def __init__(
@@ -94,7 +105,10 @@ class CommandAgentBackend:
         """Run the command once; a timeout, a non-zero exit or a reply that breaks the contract is an error."""
         payload = request_body(request, self.run_id, self.fields, self.tools)
         outcome = exchanges.exchange(
-            lambda: {"body": payload}, lambda: self._ran(json_bytes(payload)), self.hidden, shape=RECORDED
+            lambda: {"body": payload},
+            lambda: self._ran(json_bytes(payload), request.tool_server and request.tool_server[0]),
+            self.hidden,
+            shape=RECORDED,
         )
         if "error" in outcome:
             raise BackendError(outcome["error"], outcome["reason"])
@@ -109,14 +123,15 @@ class CommandAgentBackend:
                 f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
             ) from None
 
-    def _ran(self, body: bytes) -> dict[str, Any]:
-        """The command run once on this stdin: what it printed, as text; or why it gave no reply."""
+    def _ran(self, body: bytes, tool_server: str | None = None) -> dict[str, Any]:
+        """The command run once on this stdin (and told the MCP endpoint serving its tools, if any): what it printed,
+        as text; or why it gave no reply."""
         try:
-            return {"stdout": self._run_command(body).decode("utf-8", "surrogateescape")}
+            return {"stdout": self._run_command(body, tool_server).decode("utf-8", "surrogateescape")}
         except BackendError as err:
             return {"error": err.code, "reason": err.reason}
 
-    def _run_command(self, body: bytes) -> bytes:
+    def _run_command(self, body: bytes, tool_server: str | None = None) -> bytes:
         """What the command printed on stdout; BackendError when it could not start, timed out, printed too much or
         failed, unless what it printed says what it did before it failed."""
         import subprocess  # only a run of this backend pays for these
@@ -132,6 +147,7 @@ class CommandAgentBackend:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     start_new_session=True,
+                    env={**os.environ, TOOL_SERVER_URL.var: tool_server} if tool_server else None,
                 )
             except OSError as exc:
                 raise BackendError(

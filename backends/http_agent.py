@@ -7,7 +7,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from backends.contract import conversation_messages, parse_reply, partial_reply
-from backends.options import HEADERS, MAX_RESPONSE_BYTES, REQUEST_FIELDS, RETRIES, RETRY_AFTER_SEND, TIMEOUT
+from backends.options import (
+    HEADERS,
+    MAX_RESPONSE_BYTES,
+    REQUEST_FIELDS,
+    RETRIES,
+    RETRY_AFTER_SEND,
+    SERVING,
+    TIMEOUT,
+    Serving,
+    serving,
+)
 from harness.endpoints import (
     credential,
     field_secrets,
@@ -59,6 +69,7 @@ class HttpSettings:
     retries: int
     retry_after_send: bool
     max_response_bytes: int
+    serving: Serving
 
 
 def request_body(
@@ -67,7 +78,7 @@ def request_body(
     """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id, run id, trial id, trial and
     attempt (1: the transport numbers the retries); for a task with follow-up turns, also the conversation's id, the
     turn, and the messages so far (the newest user message last); for a task that narrows or adds tools, the tools the
-    agent has at this turn (tools: the file's, by name)."""
+    agent has at this turn (tools: the file's, by name); for a trial whose tools the harness serves, where."""
     body = {
         "prompt": request.prompt,
         "taskId": request.task_id,
@@ -82,6 +93,8 @@ def request_body(
         body.update(conversationId=request.conversation_id, turn=request.turn, messages=conversation_messages(request))
     if request.tools is not None and tools is not None:
         body["tools"] = [tool_entry(tools[name]) for name in request.tools]
+    if request.tool_server is not None:
+        body["toolServer"] = {"url": request.tool_server[0], "callUrl": request.tool_server[1]}
     return body
 
 
@@ -95,7 +108,17 @@ class HttpAgentBackend:
 
     NAME = "http"
     PLAYS_TOOLS = False
-    SETTINGS = (AGENT_URL, REQUEST_FIELDS, TOKEN, HEADERS, TIMEOUT, RETRIES, RETRY_AFTER_SEND, MAX_RESPONSE_BYTES)
+    SETTINGS = (
+        AGENT_URL,
+        REQUEST_FIELDS,
+        TOKEN,
+        HEADERS,
+        TIMEOUT,
+        RETRIES,
+        RETRY_AFTER_SEND,
+        MAX_RESPONSE_BYTES,
+        *SERVING,
+    )
 
     @classmethod
     def configure(cls, sources: Sources) -> HttpSettings:
@@ -114,6 +137,7 @@ class HttpAgentBackend:
             retries=sources.get(RETRIES),
             retry_after_send=sources.get(RETRY_AFTER_SEND),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
+            serving=serving(sources),
         )
 
     def __init__(

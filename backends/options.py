@@ -9,11 +9,11 @@ import os
 from typing import Any
 
 from harness.endpoints import credential, headers, http_url
-from harness.records import ConfigError, replace
-from harness.settings import Setting, choice, number, read_json, switch
+from harness.records import ConfigError, record, replace
+from harness.settings import Setting, Sources, choice, number, read_json, switch
 from harness.text import lone_surrogate
 
-RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt")
+RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt", "toolServer")
 
 
 def request_fields(text: str, where: str) -> dict[str, Any]:
@@ -199,7 +199,48 @@ AGENT_CMD = Setting(
 )
 
 # Each backend's settings, in the order --help lists them.
-COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES)
+TOOL_NAMES = Setting(
+    var="EVAL_TOOL_NAMES",
+    flag="--tool-names",
+    help="the names the tool server offers the task file's tools by: file (as written) or safe (as every provider "
+    "takes them: imageman_asset_get)",
+    read=choice("file", "safe"),
+    default="file",
+    metavar="FORM",
+)
+TOOL_SERVER_HOST = Setting(
+    var="EVAL_TOOL_SERVER_HOST",
+    flag="--tool-server-host",
+    help="the address the tool server binds, for a task whose tools the harness plays",
+    default="127.0.0.1",
+    metavar="HOST",
+)
+TOOL_SERVER_URL = Setting(
+    var="EVAL_TOOL_SERVER_URL",
+    flag="--tool-server-url",
+    help="the tool server's base URL as the agent reaches it (a tunnel's), when not the address it binds",
+    read=http_url,
+    metavar="URL",
+)
+SERVING = (TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)
+
+
+@record
+class Serving:
+    """How a run serves the tools it plays to an agent that runs its own: the names offered, where it binds, and the
+    base URL the agent is told."""
+
+    safe_names: bool
+    host: str
+    advertised: str | None
+
+
+def serving(sources: Sources) -> Serving:
+    """The tool server's settings."""
+    return Serving(sources.get(TOOL_NAMES) == "safe", sources.get(TOOL_SERVER_HOST), sources.get(TOOL_SERVER_URL))
+
+
+COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES, *SERVING)
 OPENAI = (
     MODEL,
     OPENAI_BASE_URL,

@@ -18,6 +18,7 @@ from harness.records import (
     EndState,
     Reply,
     ResultSource,
+    Served,
     Step,
     Task,
     ToolCall,
@@ -110,7 +111,13 @@ def echoed(result: Any, args: Mapping[str, Any]) -> Any:
 
 
 def converse(
-    backend: Backend, task: Task, tools: Collection[str] = (), world: World | None = None, trial: int = 1
+    backend: Backend,
+    task: Task,
+    tools: Collection[str] = (),
+    world: World | None = None,
+    trial: int = 1,
+    served: Served | None = None,
+    endpoints: list[str] | None = None,
 ) -> tuple[tuple[Turn, ...], str]:
     """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
 
@@ -119,23 +126,39 @@ def converse(
     call as text instead of making it (tools: the task file's tool names) is an error, as is the trial's world
     failing. A turn that checks its state has the world's state taken when it ends, kept from the agent. Each request
     carries the trial's id, made here, and its number (which of the task's), and is placed for the run's cassette.
+    An agent that runs its own tools, when the run serves them (served), is given a new tool server endpoint each turn
+    (each added to endpoints), and what the server answered is the turn's step (harness/observed.py).
     """
     conversation_id = unguessable_id()[:16] if task.turns else ""
     trial_id = unguessable_id()
     repeats = (task.budget or NO_BUDGET).max_repeats
     # The tool results to play back, for a backend that asks again with them: a trial that never does makes none.
     player = ToolPlayer(task.tool_results, world) if backend.PLAYS_TOOLS and task.is_conversation else None
+    if served is not None:
+        from harness import observed  # only a trial whose tools are served
+
+        player = ToolPlayer(task.tool_results, world)
     turns: list[Turn] = []  # the conversation so far, as the agent is sent it: without the states taken
     ends: dict[int, EndState] = {}  # by turn: the world's state when it ended, for the turns that check it
     for index, user in enumerate((task.prompt, *task.turns)):
         steps: list[Step] = []
+        endpoint = observed.served_turn(served, task, index + 1, player.answer) if served and player else None
         while True:
             at(Place(task.id, trial, index + 1, len(steps) + 1))
+            request = agent_request(task, conversation_id, turns, steps, trial_id, trial)
+            if endpoint is not None:
+                request = replace(request, tool_server=(endpoint.url, endpoint.call_url))
+                if endpoints is not None:
+                    endpoints += observed.secret_paths(endpoint)
             try:
-                reply = backend.run(agent_request(task, conversation_id, turns, steps, trial_id, trial))
+                reply = backend.run(request)
             except BackendError as err:
                 reply = Reply.failed(err)
             reply = read_names(_checked(reply, tools), tools)
+            if endpoint is not None and served is not None:
+                endpoint.end()
+                steps.append(observed.observed_step(reply, endpoint, served, repeats, index + 1))
+                break
             if reply.error_code is not None or player is None or not reply.tool_calls:
                 steps.append(Step(reply))
                 break

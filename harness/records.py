@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from operator import attrgetter
@@ -469,6 +469,11 @@ class Task:
         """More than one request may be needed: follow-up turns, or tool results to play back."""
         return bool(self.turns or self.tool_results or self.environment)
 
+    @property
+    def plays_tools(self) -> bool:
+        """Whether the harness can play its tools: scripted results, or an environment."""
+        return bool(self.tool_results or self.environment)
+
 
 @record
 class TaskFile:
@@ -483,6 +488,34 @@ class TaskFile:
     warnings: tuple[str, ...] = ()  # what the file asks for that this run cannot check, said before it starts
     variables: frozenset[str] = frozenset()  # what its ${VAR} placeholders name, set or not
     expanded: tuple[str, ...] = ()  # the variables its placeholders were expanded from (forbiddenText aside)
+
+
+class ToolService(Protocol):
+    """What a trial asks of the run's tool server (harness/serving/tools.py's ToolServer)."""
+
+    def serve(
+        self,
+        tools: Sequence[Tool],
+        answer: Callable[[ToolCall], ToolResult],
+        turn: int,
+        names: Mapping[str, str] | None = None,
+    ) -> Any:
+        """A new endpoint serving these tools for one turn, its calls answered by answer: a ServedTurn."""
+        ...
+
+    def close(self) -> None:
+        """Stop serving."""
+        ...
+
+
+@record
+class Served:
+    """The run's tool server, for an agent that runs its own tools: the file's tools by name, and the names offered
+    for them when they are not their own (EVAL_TOOL_NAMES=safe), each to its tool's."""
+
+    server: ToolService
+    tools: Mapping[str, Tool]
+    names: Mapping[str, str] | None = None
 
 
 @record
@@ -548,6 +581,7 @@ class ToolResult:
     content: Any  # a JSON value
     source: ResultSource = "script"
     case: int | None = None  # with source "case": which of the tool's cases, from 0
+    unreported: bool = False  # the tool server answered the call, and the agent's reply left it out
 
     @property
     def answered(self) -> bool:
@@ -590,6 +624,7 @@ class AgentRequest:
     tools: tuple[str, ...] | None = None  # the names of the tools the agent has now; None: the file's every tool
     trial_id: str = ""  # random, one per trial: the same in each of its turns and retries
     trial: int = 1  # which of the task's trials, from 1
+    tool_server: tuple[str, str] | None = None  # the MCP and the plain endpoint serving this turn's tools, if any
 
     @property
     def turn(self) -> int:

@@ -132,7 +132,16 @@ STEP = {
     "toolCalls": CALLS,
     "text": IfThere(MAYBE_TEXT),
     "results": IfThere(
-        [{"name": TEXT, "result": ANY, "scripted": IfThere(FLAG), "source": IfThere(SOURCE), "case": IfThere(WHOLE)}]
+        [
+            {
+                "name": TEXT,
+                "result": ANY,
+                "scripted": IfThere(FLAG),
+                "source": IfThere(SOURCE),
+                "case": IfThere(WHOLE),
+                "unreported": IfThere(FLAG),
+            }
+        ]
     ),
     "error": IfThere(TEXT),
 }
@@ -370,7 +379,11 @@ def _result_entry(result: ToolResult) -> dict[str, Any]:
         "scripted": result.scripted,
         "source": result.source,
     }
-    return entry if result.case is None else {**entry, "case": result.case}
+    if result.case is not None:
+        entry["case"] = result.case
+    if result.unreported:  # the tool server answered it, and the agent's reply left it out
+        entry["unreported"] = True
+    return entry
 
 
 def _cut(text: str | None) -> str | None:

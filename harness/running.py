@@ -11,7 +11,20 @@ from typing import TYPE_CHECKING
 from harness import exchanges
 from harness.conversation import converse, whole_reply
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, EndState, Outcome, Reply, Result, Step, Task, Turn, WorldError, record, replace
+from harness.records import (
+    Backend,
+    EndState,
+    Outcome,
+    Reply,
+    Result,
+    Served,
+    Step,
+    Task,
+    Turn,
+    WorldError,
+    record,
+    replace,
+)
 from harness.scoring import score, score_budget, score_turns
 
 if TYPE_CHECKING:
@@ -23,6 +36,7 @@ STOPS_THE_RUN = {"reply:key-rejected"}
 # a row as the concurrency with no other ending between, the limits are spent for longer than a run should wait, and the
 # run stops rather than send the rest into them.
 RATE_LIMITED = "reply:rate-limited"
+TOOL_SERVER = "EVAL_TOOL_SERVER_URL"  # what a trial's tool server paths are masked as: the setting that shows them
 WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 # Set by the run's signal handlers besides the KeyboardInterrupt they raise, which is lost when it comes while the
 # interpreter compiles a module it imports: a run must not go on, or wait for ever, after a Ctrl-C it did not hear.
@@ -45,19 +59,23 @@ def run_task(
     hidden: Secrets = NO_SECRETS,
     tools: Collection[str] = (),
     trial: int = 1,
+    served: Served | None = None,
 ) -> Result:
     """Send one task, turn by turn and step by step, and score the whole conversation; a BackendError ends it in error.
 
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
     secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
     tools: the task file's tool names, which a reply may write a call of as text; trial: which of the task's trials
-    this is. A replayed trial lasts as long as its recorded exchanges did, and what the replay itself took; a trial
-    does not last the time its requests were held before they were sent (by the rate limits, or for the run's first).
+    this is; served: the run's tool server, for an agent that runs its own tools. A replayed trial lasts as long as its
+    recorded exchanges did, and what the replay itself took; a trial does not last the time its requests were held
+    before they were sent (by the rate limits, or for the run's first).
     """
     started, held = time.perf_counter(), exchanges.held_so_far()
     end = None
-    with _world(task, backend, hidden) as world:
-        turns, conversation_id = converse(backend, task, tools, world, trial)
+    served = served if served is not None and task.plays_tools else None
+    endpoints: list[str] = []
+    with _world(task, backend, hidden, served) as world:
+        turns, conversation_id = converse(backend, task, tools, world, trial, served, endpoints)
         # the agent's time: the end state's check is ours, and so is a request's wait before it was sent
         duration_ms = (time.perf_counter() - started - (exchanges.held_so_far() - held)) * 1000
         tape = exchanges.installed()
@@ -72,6 +90,8 @@ def run_task(
     outcome = score_budget(task, outcome, reply, duration_ms, turns)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
+    if endpoints:  # the trial's paths on the tool server: whoever knows one may call its tools
+        hidden = hidden | Secrets(dict.fromkeys(endpoints, TOOL_SERVER))
     if hidden:
         reply, outcome = _masked(reply, hidden), replace(outcome, reason=hidden.mask(outcome.reason or "") or None)
         turns = tuple(_masked_turn(turn, hidden) for turn in turns)
@@ -79,10 +99,12 @@ def run_task(
     return Result(task, reply, outcome, duration_ms, turns, conversation_id, end)
 
 
-def _world(task: Task, backend: Backend, hidden: Secrets) -> AbstractContextManager[World | None]:
-    """The trial's world, when its task has an environment; an agent that runs its own tools never calls one, and its
-    untouched state would be no final state."""
-    if task.environment is None or not backend.PLAYS_TOOLS:
+def _world(
+    task: Task, backend: Backend, hidden: Secrets, served: Served | None
+) -> AbstractContextManager[World | None]:
+    """The trial's world, when its task has an environment; an agent that runs its own tools never calls one unless
+    the run serves it, and its untouched state would be no final state."""
+    if task.environment is None or not (backend.PLAYS_TOOLS or served):
         return nullcontext()
     from harness.environments import world_of  # its worker process: only a run with an environment pays for it
 
@@ -147,6 +169,7 @@ def run_jobs(
     secrets: Secrets = NO_SECRETS,
     hidden: Secrets = NO_SECRETS,
     tools: Collection[str] = (),
+    served: Served | None = None,
 ) -> Ending:
     """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
 
@@ -164,7 +187,7 @@ def run_jobs(
     trials = _trial_numbers(jobs)
 
     def run(index: int) -> Result:
-        return run_task(backend, jobs[index], secrets, hidden, tools, trials[index])
+        return run_task(backend, jobs[index], secrets, hidden, tools, trials[index], served)
 
     leftovers: dict[int, Result] = {}  # finished in a worker but not yet taken when the run was cut short
     pool = _run_pool(run, len(jobs), concurrency, leftovers) if concurrency > 1 else None

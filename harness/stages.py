@@ -16,7 +16,7 @@ from harness import exchanges
 from harness.config import Config
 from harness.leaks import Secrets
 from harness.manifest import fingerprint, run_manifest
-from harness.records import AgentSurface, Backend, Result, Summary, Task, TaskFile, Unreachable, record
+from harness.records import AgentSurface, Backend, Result, Served, Summary, Task, TaskFile, Unreachable, record
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, complain, say
 from harness.results import Spool, results_document, task_entry
@@ -67,6 +67,7 @@ class Run:
     baseline: dict[str, Any] | None  # the results file it is compared with
     compared_with: dict[str, Any] | None  # what its results say of that baseline
     plan: str  # the console's first line, masked
+    served: Served | None = None  # the tool server of an agent that runs its own tools, when the harness plays some
 
 
 @record(kw_only=True)
@@ -142,7 +143,7 @@ def send(run: Run) -> Sent:
     tool_names = frozenset(tool.name for tool in run.task_file.tools)
     exchanges.install(tape)
     try:
-        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names)
+        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names, run.served)
     finally:
         exchanges.install(None)
     if tape is not None and ending.stopped_by is not None:  # a replay answers what this run never sent so, not a miss

@@ -230,6 +230,7 @@ def transcript(trial: Mapping[str, Any], limit: int = 200) -> list[tuple[int, st
             said = [clip(call_text(call["name"], call["args"], values=True), limit) for call in step["toolCalls"]]
             said += [
                 f"{result['name']} returned {clip(json.dumps(result['result'], ensure_ascii=False), limit)}"
+                + (" (called on the tool server, unreported)" if result.get("unreported") else "")
                 for result in step.get("results", ())
             ]
             said += [f"said {json.dumps(clip(step['text'], limit), ensure_ascii=False)}"] if step["text"] else []

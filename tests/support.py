@@ -252,6 +252,27 @@ def send_json(
     send(handler, status, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
 
 
+def on_served_tools(body: Mapping[str, Any], reply: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The reply, each call it reports made first on the tool server the request names (at its plain endpoint), as an
+    agent that runs its tools on the served ones does; as it is when the request names none."""
+    server = body.get("toolServer")
+    if server is not None:
+        for call in [*([reply["toolCall"]] if reply.get("toolCall") else []), *reply.get("toolCalls", [])]:
+            call_served(server["callUrl"], call["name"], call.get("args", {}))
+    return reply
+
+
+def call_served(url: str, name: str, args: Mapping[str, Any]) -> Any:
+    """What the tool server's plain endpoint answers for one call."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, json.dumps({"name": name, "arguments": args}).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=CLI_TIMEOUT) as response:
+        return json.load(response)
+
+
 def reset(handler: BaseHTTPRequestHandler) -> None:
     """Abort the connection with a TCP reset, as a crashing agent or a load balancer does."""
     handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

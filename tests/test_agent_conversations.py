@@ -10,7 +10,16 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support import DATA, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.support import (
+    DATA,
+    Received,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    on_served_tools,
+    run_cli,
+    send_json,
+)
 
 QUESTION = "What should the banner show?"
 ANSWER = "A lighthouse at dawn."
@@ -37,16 +46,18 @@ def generate(prompt: str) -> dict[str, Any]:
 
 
 def stateless(received: Received, handler: BaseHTTPRequestHandler) -> None:
-    """An agent that keeps nothing: the conversation so far comes in `messages`."""
+    """An agent that keeps nothing: the conversation so far comes in `messages`; it calls the tools it is served."""
     body = received.json
     if body["taskId"] == "single":
-        send_json(handler, {"toolCall": {"name": "imageman.asset.search", "args": {"query": "launch"}}})
+        send_json(
+            handler, on_served_tools(body, {"toolCall": {"name": "imageman.asset.search", "args": {"query": "launch"}}})
+        )
         return
     messages = body["messages"]
     if len(messages) == 1:
         send_json(handler, {"text": QUESTION})
     elif messages[1] == {"role": "assistant", "content": QUESTION, "toolCalls": []}:
-        send_json(handler, generate(messages[-1]["content"]))
+        send_json(handler, on_served_tools(body, generate(messages[-1]["content"])))
     else:
         send_json(handler, {"text": "I have no idea what we said."})
 
@@ -63,7 +74,7 @@ class StatefulAgent:
         with self.lock:
             first = body["conversationId"] not in self.asked
             self.asked.add(body["conversationId"])
-        send_json(handler, {"text": QUESTION} if first else generate(body["prompt"]))
+        send_json(handler, {"text": QUESTION} if first else on_served_tools(body, generate(body["prompt"])))
 
 
 class AgentConversations(TempDirTestCase):
@@ -83,7 +94,18 @@ class AgentConversations(TempDirTestCase):
         first, second = banner
         self.assertEqual(
             set(second),
-            {"prompt", "taskId", "runId", "trialId", "trial", "attempt", "conversationId", "turn", "messages"},
+            {
+                "prompt",
+                "taskId",
+                "runId",
+                "trialId",
+                "trial",
+                "attempt",
+                "conversationId",
+                "turn",
+                "messages",
+                "toolServer",
+            },
         )
         self.assertEqual((first["turn"], second["turn"], second["prompt"]), (1, 2, ANSWER))
         self.assertEqual(first["conversationId"], second["conversationId"])
@@ -101,7 +123,7 @@ class AgentConversations(TempDirTestCase):
     def test_a_task_without_turns_has_no_conversation_in_its_body(self) -> None:
         self.run_http(stateless)
         (single,) = [r.json for r in self.received if r.json["taskId"] == "single"]
-        self.assertEqual(set(single), {"prompt", "taskId", "runId", "trialId", "trial", "attempt"})
+        self.assertEqual(set(single), {"prompt", "taskId", "runId", "trialId", "trial", "attempt", "toolServer"})
 
     def test_a_stateful_agent_answers_from_the_conversation_id_one_per_trial(self) -> None:
         agent = StatefulAgent()

@@ -352,10 +352,16 @@ class TheWorldsGuide(TempDirTestCase):
         verdicts = [turn["verdict"]["code"] for turn in entries["archive-after-a-look"]["conversation"]]
         self.assertEqual(verdicts, [None, "turn:called-tool", None])
 
-    def test_state_checks_on_an_agent_that_runs_its_own_tools_are_refused_before_anything_is_sent(self) -> None:
+    def test_state_checks_on_a_replay_of_an_agent_that_runs_its_own_tools_are_refused_before_anything_is_sent(
+        self,
+    ) -> None:
         env = clean_env(EVAL_AGENT_CMD=f"{sys.executable} -c pass", EVAL_RESULTS=os.path.join(self.tmp, "r.json"))
-        tasks = os.path.join(WORLDS, "eval-tasks.json")
-        stdout, stderr, code = run_cli("--tasks", tasks, "--task", "share-with-ana", env=env, cwd=ROOT)
+        tasks, cassette = os.path.join(WORLDS, "eval-tasks.json"), os.path.join(self.tmp, "c.jsonl")
+        run_cli("--tasks", tasks, "--task", "share-with-ana", "--record", cassette, env=env, cwd=ROOT)
+        os.remove(os.path.join(self.tmp, "r.json"))
+        stdout, stderr, code = run_cli(
+            "--tasks", tasks, "--task", "share-with-ana", "--replay", cassette, env=env, cwd=ROOT
+        )
         self.assertEqual((stdout, code), ("", 2))
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "r.json")))
         self.assertIn(

@@ -10,16 +10,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "..", "..", "..", "backends", "stub_replies.json"), encoding="utf-8") as f:
     CANNED = json.load(f)
 
+
+def on_served_tools(request, reply):
+    """The reply, each call it reports made first on the tool server the request names, if it names one."""
+    import urllib.request
+
+    server = request.get("toolServer") if isinstance(request, dict) else None
+    if server is not None and isinstance(reply, dict):
+        for call in [*([reply["toolCall"]] if reply.get("toolCall") else []), *reply.get("toolCalls", [])]:
+            body = json.dumps({"name": call["name"], "arguments": call.get("args", {})}).encode()
+            sent = urllib.request.Request(server["callUrl"], body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(sent, timeout=30) as response:
+                response.read()
+    return reply
+
+
 mode = sys.argv[1] if len(sys.argv) > 1 else "correct"
 if mode == "replay":
     # The request's bytes appended to a file, one line each; the reply is the line of the replies file for that request.
     received, replies = sys.argv[2:4]
+    said = sys.stdin.buffer.read()
     with open(received, "ab") as f:
-        f.write(sys.stdin.buffer.read() + b"\n")
+        f.write(said + b"\n")
     with open(received, "rb") as f:
         number = f.read().count(b"\n")
     with open(replies, "rb") as f:
-        sys.stdout.buffer.write(f.read().split(b"\n")[number - 1])
+        line = f.read().split(b"\n")[number - 1]
+    try:
+        on_served_tools(json.loads(said), json.loads(line))
+    except ValueError:
+        pass  # a reply that is not JSON on purpose
+    sys.stdout.buffer.write(line)
     sys.exit(0)
 request = json.load(sys.stdin)
 if mode == "hang":
@@ -64,12 +85,12 @@ if mode == "converse":
     else:
         asked = messages[1]["content"] == "What should the banner show?"
         call = {"name": "imageman.ai.image.generate", "args": {"prompt": messages[-1]["content"]}}
-        print(json.dumps({"toolCall": call} if asked else {"text": "I never asked."}))
+        print(json.dumps(on_served_tools(request, {"toolCall": call}) if asked else {"text": "I never asked."}))
     sys.exit(0)
 if mode == "scripted":
     # Its replies as its second argument says: a JSON object of task id to a list of replies, one for each turn; a
     # reply with an error, it follows by exiting with its third argument (0 when there is none).
-    reply = json.loads(sys.argv[2])[request["taskId"]][request.get("turn", 1) - 1]
+    reply = on_served_tools(request, json.loads(sys.argv[2])[request["taskId"]][request.get("turn", 1) - 1])
     print(json.dumps(reply))
     sys.exit(int(sys.argv[3]) if len(sys.argv) > 3 and "error" in reply else 0)
 if mode == "leak":

@@ -1,0 +1,302 @@
+"""Agents that run their own tools (http, command), served the task's tools by the harness: the official MCP SDK's
+client on `toolServer.url`, or the plain `callUrl`. What the server answered is the truth the harness judges."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.providers import conversation_fake
+from tests.support import (
+    CLI_TIMEOUT,
+    DATA,
+    ROOT,
+    SCRIPT,
+    Received,
+    Respond,
+    TempDirTestCase,
+    call_served,
+    clean_env,
+    run_cli,
+    send_json,
+    stop_signals_as_from_a_terminal,
+)
+from tests.test_docs import CAREFUL, CARELESS, WORLDS, Turns, playing
+
+WORLD_TASKS = os.path.join(ROOT, WORLDS, "eval-tasks.json")
+MCP_TIMEOUT = 30.0  # seconds an agent's whole use of the MCP client may take
+
+
+def mcp_calls(url: str, calls: Sequence[tuple[str, Mapping[str, Any]]], tries: int = 1) -> list[tuple[bool, str]]:
+    """Each call made through the MCP SDK's streamable HTTP client, tried up to `tries` times while it is an error;
+    (isError, its text) of each."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session() -> list[tuple[bool, str]]:
+        made = []
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            offered = {tool.name for tool in (await client.list_tools()).tools}
+            for name, args in calls:
+                assert name in offered, f"{name} is not offered: {sorted(offered)}"
+                for _ in range(tries):
+                    result = await client.call_tool(name, dict(args))
+                    if not result.is_error:
+                        break
+                text = "".join(getattr(block, "text", "") for block in result.content)
+                made.append((bool(result.is_error), text))
+        return made
+
+    async def bounded() -> list[tuple[bool, str]]:
+        return await asyncio.wait_for(session(), MCP_TIMEOUT)
+
+    return asyncio.run(bounded())
+
+
+def first_user_message(body: Mapping[str, Any]) -> str:
+    """The conversation's first message: the prompt of a single request."""
+    messages = body.get("messages")
+    return messages[0]["content"] if messages else body["prompt"]
+
+
+class McpAgent:
+    """An in-app agent behind POST /run that plays a model's decisions (tests/test_docs.py's, by the conversation's
+    first message and the turn) on the tools it is served, through the MCP SDK's client, and reports what it did."""
+
+    def __init__(self, model: dict[str, Turns], tries: int = 1, report: bool = True, make: bool = True) -> None:
+        self.model = model
+        self.tries = tries
+        self.report = report  # whether it reports the calls it made
+        self.make = make  # whether it makes them (an agent that says it did without doing)
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.bodies.append(body)
+        calls, text = self.model[first_user_message(body)][body.get("turn", 1) - 1]
+        if calls and self.make:
+            mcp_calls(body["toolServer"]["url"], calls, self.tries)
+        reported = [{"name": name, "args": args} for name, args in calls] if self.report else []
+        return {"toolCalls": reported, "text": text}
+
+    def __call__(self, received: Received, handler: BaseHTTPRequestHandler) -> None:
+        send_json(handler, self.reply(received.json))
+
+
+def verdicts(results: Mapping[str, Any]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Each task's first trial: its status, code and reason."""
+    return {
+        entry["id"]: (
+            entry["trialResults"][0]["status"],
+            entry["trialResults"][0]["code"],
+            entry["trialResults"][0]["reason"],
+        )
+        for entry in results["results"]
+    }
+
+
+class ServedWorlds(TempDirTestCase):
+    """examples/worlds on an in-app agent using the MCP SDK's client: the verdicts a model gets on a provider backend
+    for the same decisions, as the harness saw the calls itself."""
+
+    def run_http(self, respond: Respond, *args: str, **environ: str) -> tuple[str, str, int]:
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_TASKS=WORLD_TASKS,
+            EVAL_TOOL_NAMES="safe",  # the model's decisions name the tools as a provider takes them
+            EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
+            **environ,
+        )
+        return run_cli(*args, env=env, cwd=self.tmp)
+
+    def run_model(self, model: dict[str, Turns]) -> tuple[dict[str, Any], int]:
+        invalid: list[str] = []
+        fake = self.serve(conversation_fake("openai", playing(model), invalid))
+        env = clean_env(
+            EVAL_BACKEND="openai",
+            EVAL_MODEL="m",
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=fake.url("/v1"),
+            EVAL_TASKS=WORLD_TASKS,
+            EVAL_RESULTS=os.path.join(self.tmp, "model.json"),
+        )
+        stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
+        self.assertEqual((stderr, invalid), ("", []), stdout)
+        return self.read_json("model.json"), code
+
+    def test_an_agent_doing_what_each_task_asks_passes_every_task_as_the_model_does(self) -> None:
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL))
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        model, model_code = self.run_model(CAREFUL)
+        self.assertEqual((verdicts(self.read_json("eval-results.json")), code), (verdicts(model), model_code))
+        self.assertIn("3/3 PASS", stdout)
+
+    def test_a_careless_agent_fails_each_task_as_the_model_does_and_a_wrong_address_fails_on_the_state(self) -> None:
+        stdout, stderr, code = self.run_http(McpAgent(CARELESS))
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        results = self.read_json("eval-results.json")
+        model, model_code = self.run_model(CARELESS)
+        self.assertEqual((verdicts(results), code), (verdicts(model), model_code))
+        share = verdicts(results)["share-with-ana"]
+        self.assertEqual(share[:2], ("fail", "state:mismatch"), "the calls are the expected ones; the world says not")
+        trial = results["results"][1]["trialResults"][0]
+        self.assertEqual(trial["finalState"]["shared"], {"notes.txt": ["anna@example.com"]})
+        (step,) = trial["conversation"][0]["steps"]
+        self.assertEqual([result["source"] for result in step["results"]], ["default", "environment"])
+
+    def test_each_turn_gets_an_endpoint_of_its_own_offering_that_turns_tools(self) -> None:
+        agent = McpAgent(CAREFUL)
+        stdout, stderr, code = self.run_http(agent, "--task", "archive-after-a-look")
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        servers = [body["toolServer"] for body in agent.bodies]
+        self.assertEqual(len({server["url"] for server in servers}), 3, "a new endpoint each turn")
+        self.assertTrue(all(server["callUrl"] != server["url"] for server in servers))
+        with self.assertRaises(OSError):  # an ended turn's endpoint serves nothing (an HTTPError is one)
+            call_served(servers[0]["callUrl"], "fs_ls", {})
+
+    def test_a_call_the_agent_reports_but_never_made_is_tool_unobserved(self) -> None:
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL, make=False), "--task", "share-with-ana")
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        status, code_, reason = verdicts(self.read_json("eval-results.json"))["share-with-ana"]
+        self.assertEqual((status, code_), ("error", "tool:unobserved"))
+        self.assertIn('contacts.find({"name": "ana"})', reason or "")
+
+    def test_a_served_call_the_reply_leaves_out_is_recorded_unreported_and_judged(self) -> None:
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL, report=False), "--task", "share-with-ana")
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        (step,) = trial["conversation"][0]["steps"]
+        self.assertEqual([call["name"] for call in step["toolCalls"]], ["contacts.find", "fs.share"])
+        self.assertEqual([result.get("unreported") for result in step["results"]], [True, True])
+
+    def test_three_runs_at_concurrency_8_each_trial_in_a_world_of_its_own(self) -> None:
+        agent = McpAgent(CAREFUL)
+        stdout, stderr, code = self.run_http(agent, "--runs", "3", "--concurrency", "8")
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        for entry in self.read_json("eval-results.json")["results"]:
+            self.assertEqual([trial["status"] for trial in entry["trialResults"]], ["pass"] * 3, entry["id"])
+        shared = [
+            trial["finalState"]["shared"]
+            for entry in self.read_json("eval-results.json")["results"]
+            if entry["id"] == "share-with-ana"
+            for trial in entry["trialResults"]
+        ]
+        self.assertEqual(shared, [{"notes.txt": ["ana@example.com"]}] * 3, "each shared once, in its own world")
+        self.assertEqual(len({body["toolServer"]["url"] for body in agent.bodies}), len(agent.bodies))
+
+    def test_the_trial_s_tool_server_path_is_never_written(self) -> None:
+        def echoes(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            server = received.json["toolServer"]
+            call_served(server["callUrl"], "fs_ls", {})
+            send_json(handler, {"toolCall": {"name": "fs_ls", "args": {}}, "text": f"I used {server['url']}"})
+
+        agent = self.serve(echoes)
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TASKS=WORLD_TASKS, EVAL_TOOL_NAMES="safe")
+        stdout, stderr, _ = run_cli("--task", "tidy-up", env=env, cwd=self.tmp)
+        path = agent.received[0].json["toolServer"]["url"].split("/", 3)[3]
+        with open(os.path.join(self.tmp, "eval-results.json"), encoding="utf-8") as f:
+            written = f.read()
+        self.assertIn("I used http://", written)
+        for text in (written, stdout, stderr):
+            self.assertNotIn(path, text)
+
+    def test_a_replay_judges_no_state_of_an_agent_that_runs_its_own_tools(self) -> None:
+        cassette = os.path.join(self.tmp, "c.jsonl")
+        self.run_http(McpAgent(CAREFUL), "--task", "share-with-ana", "--record", cassette)
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL), "--task", "share-with-ana", "--replay", cassette)
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertIn("tasks[1].expect.state: a replay of the http backend's agent", stderr)
+
+
+class ServedToACommand(TempDirTestCase):
+    """A command agent finds the served tools at EVAL_TOOL_SERVER_URL, as in its request's toolServer."""
+
+    def test_a_command_agent_uses_the_mcp_endpoint_in_its_environment(self) -> None:
+        decisions = {
+            "Share notes.txt with Ana.": [
+                [["contacts.find", {"name": "Ana"}], ["fs.share", {"path": "notes.txt", "email": "ana@example.com"}]]
+            ]
+        }
+        agent = os.path.join(DATA, "agents", "mcp_agent.py")
+        env = clean_env(
+            EVAL_AGENT_CMD=f"{sys.executable} {agent} {self.write_json('decisions.json', decisions)}",
+            EVAL_TASKS=WORLD_TASKS,
+        )
+        stdout, stderr, code = run_cli("--task", "share-with-ana", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        self.assertEqual(trial["finalState"]["shared"], {"notes.txt": ["ana@example.com"]})
+
+
+SLOW_WORLD = """
+import os, time
+
+class Slow:
+    def __init__(self, marker):
+        self.marker = marker
+        self.done = []
+
+    def wait(self):
+        open(self.marker, "w").close()
+        time.sleep(30)
+        self.done.append("wait")
+        return "waited"
+"""
+
+
+class Interrupted(TempDirTestCase):
+    def test_ctrl_c_during_a_served_call_exits_130_with_the_results(self) -> None:
+        marker = os.path.join(self.tmp, "calling")
+        with open(os.path.join(self.tmp, "slow.py"), "w", encoding="utf-8") as f:
+            f.write(SLOW_WORLD)
+        tasks = self.write_json(
+            "tasks.json",
+            {
+                "version": 1,
+                "tools": [
+                    {"name": "wait", "description": "Wait.", "inputSchema": {"type": "object", "properties": {}}}
+                ],
+                "environment": {"module": "slow.py", "class": "Slow", "config": {"marker": marker}, "timeout": 60},
+                "tasks": [{"id": "w", "category": "c", "prompt": "Wait.", "expect": {"tool": "wait"}}],
+            },
+        )
+
+        def waits(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            try:
+                call_served(received.json["toolServer"]["callUrl"], "wait", {})
+            except OSError:
+                pass  # the server shut down with the run
+            send_json(handler, {"toolCall": {"name": "wait", "args": {}}})
+
+        agent = self.serve(waits)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT],
+            env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TASKS=tasks),
+            cwd=self.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        deadline = time.monotonic() + CLI_TIMEOUT
+        while not os.path.exists(marker) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(marker), "the call is being answered")
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertIn("interrupted", stderr)
+        results = self.read_json("eval-results.json")
+        self.assertTrue(results["interrupted"])
