@@ -157,7 +157,8 @@ class TheMcpSdkClient(Serving):
     def test_an_environment_that_fails_is_an_mcp_error_and_the_trials_failure(self) -> None:
         hostile = Environment(module=HOSTILE, class_name="Hostile", config={}, methods={"fs.rm": "crash"})
         world = self.world(hostile)
-        served = self.server.serve(WORLDS.tools, ToolPlayer({}, world).answer, 1)
+        player = ToolPlayer({}, world)
+        served = self.server.serve(WORLDS.tools, player.answer, 1)
 
         async def crash(session: ClientSession) -> Any:
             return await session.call_tool("fs.rm", {})
@@ -165,9 +166,16 @@ class TheMcpSdkClient(Serving):
         first, again = mcp_session(served.url, crash, crash)
         self.assertTrue(first.is_error and again.is_error)
         self.assertEqual(first.structured_content, {"error": "the tool environment failed"})
-        self.assertIsNotNone(served.failure)
-        self.assertIn("signal", str(served.failure), "the reason stays the harness's, for the trial's error")
+        failure = served.failure
+        self.assertIsNotNone(failure)
+        self.assertIn("signal", str(failure), "the reason stays the harness's, for the trial's error")
         self.assertEqual([call.is_error for call in served.calls()], [True, True])
+        served.end()
+        later = self.server.serve(WORLDS.tools, player.answer, 2)
+        self.assertEqual(
+            json.loads(post(later.call_url, {"name": "fs.rm"})[2]), {"error": "the tool environment failed"}
+        )
+        self.assertIs(later.failure, failure, "the trial's failure, its environment not asked again")
 
     def test_an_unknown_tool_is_the_protocols_error_and_is_recorded(self) -> None:
         served, _ = self.share_turn()
@@ -368,6 +376,20 @@ class Bounds(Serving):
         self.assertEqual(served.calls(), ())
         self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
 
+    def test_headers_past_the_http_servers_bounds_are_refused_and_the_server_serves_on(self) -> None:
+        served, _ = self.share_turn()
+        status, _, _ = post(served.call_url, {"name": "fs.ls"}, {"X-Long": "x" * 100_000})
+        self.assertEqual(status, 431)
+        many = {f"X-{number}": "x" for number in range(200)}
+        self.assertEqual(post(served.call_url, {"name": "fs.ls"}, many)[0], 431)
+        chunked = socket.create_connection(("127.0.0.1", self.server.port), timeout=WAIT)
+        self.addCleanup(chunked.close)
+        path = urlsplit(served.call_url).path
+        chunked.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        self.assertTrue(chunked.recv(1024).startswith(b"HTTP/1.1 411 "), "a body of no length said is not read")
+        self.assertEqual(served.calls(), ())
+        self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
+
     def test_a_trials_calls_past_the_cap_over_its_turns_are_errors_that_call_nothing(self) -> None:
         played = ToolPlayer({"fs.ls": ToolScript(("a.txt",))})
         first = self.server.serve(WORLDS.tools, played.answer, 1)
@@ -406,6 +428,9 @@ class Bounds(Serving):
         closing.start()
         closing.join(WAIT)
         self.assertFalse(closing.is_alive(), "close() waited on a client")
+        deadline = time.monotonic() + WAIT
+        while self.server._listener.threads and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.assertEqual(self.server._listener.threads, set(), "a connection's thread outlived close()")
         with self.assertRaises(OSError):
             post(served.call_url, {"name": "fs.ls"})

@@ -62,11 +62,13 @@ def failed(content: Any) -> bool:
 
 
 class _Trial:
-    """What a trial's turns share: one call answered at a time, and the count of them."""
+    """What a trial's turns share: one call answered at a time, the count of them, and how the answering failed."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.calls = 0
+        self.failure: WorldError | None = None
+        self.bug: Exception | None = None
 
 
 class ServedTurn:
@@ -84,8 +86,6 @@ class ServedTurn:
         self.token = secrets.token_urlsafe(24)
         self.url = f"{base}/{self.token}/mcp"
         self.call_url = f"{base}/{self.token}/call"
-        self.failure: WorldError | None = None  # the environment itself failed: the trial is an error
-        self.bug: Exception | None = None  # answer() raised what is not a WorldError: a bug of the harness's
         self.refused = 0  # calls past MAX_CALLS, answered with an error and not recorded
         served_as = {task_name: offered for offered, task_name in (names or {}).items()}
         self.offered = {served_as.get(tool.name, tool.name): tool.name for tool in tools}
@@ -112,6 +112,17 @@ class ServedTurn:
         self._lock = trial.lock  # one call at a time: a trial's world and scripts answer in order
         self._on_end: Callable[[str], object] = lambda token: None
         self._sessions_lock = threading.Lock()
+
+    @property
+    def failure(self) -> WorldError | None:
+        """The trial's environment itself failed (answer() raised it, at this turn or before): the trial is an
+        error, and no call of the trial is answered by it again."""
+        return self._trial.failure
+
+    @property
+    def bug(self) -> Exception | None:
+        """answer() raised what is not a WorldError, at this turn or before: a bug of the harness's, to raise."""
+        return self._trial.bug
 
     def calls(self) -> tuple[ServedCall, ...]:
         """The calls answered at this path, in the order answered."""
@@ -155,8 +166,10 @@ class ServedTurn:
                 result = ToolResult(call, {"error": f"no tool named {name} is offered"}, "unscripted")
             elif call.args_error is not None:
                 result = ToolResult(call, {"error": call.args_error}, "unscripted")
-            elif self.failure is not None:
+            elif self._trial.failure is not None:
                 result = ToolResult(call, {"error": ENVIRONMENT_FAILED}, "environment")
+            elif self._trial.bug is not None:
+                result = ToolResult(call, {"error": TOOL_SERVER_FAILED}, "unscripted")
             else:
                 result = self._answered(call)
             served = ServedCall(result, self.turn, failed(result.content))
@@ -167,10 +180,10 @@ class ServedTurn:
         try:
             return self._answer(call)
         except WorldError as err:
-            self.failure = err  # what the environment said stays the harness's: it may quote the user's code
+            self._trial.failure = err  # what the environment said stays the harness's: it may quote the user's code
             return ToolResult(call, {"error": ENVIRONMENT_FAILED}, "environment")
         except Exception as err:
-            self.bug = err
+            self._trial.bug = err
             return ToolResult(call, {"error": TOOL_SERVER_FAILED}, "unscripted")
 
 
@@ -347,6 +360,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._plain(turn, body)
         else:
             self._mcp(turn, body)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The HTTP server's own refusals (a header too long, too many, a bad request line): sent, then the rest of
+        the request read and dropped, as a 413's is."""
+        super().send_error(code, message, explain)
+        self._drain()
 
     def handle_expect_100(self) -> bool:
         """A body over MAX_BODY is refused before it is sent, when the client asks first."""
