@@ -20,12 +20,13 @@ EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # What a run of plain tasks (no tool environment, no cassette) does not use: a tool environment's worker and what it is
 # started with, a cassette, the temporary files and paths only a command agent or a test asks for, and the reader of
 # calls written as text, for a reply whose text has no sign of one, the tool server with its HTTP server, for a run
-# that serves its agent no tools, and every backend but the stub and the http one, known by their settings alone. A run
-# on the stub has no workers to hear from either (queue); a run against an http agent has, at its default concurrency.
+# that serves its agent no tools, every backend but the stub and the http one, known by their settings alone, and the
+# signal module (its enums), where the built-in _signal does. A run on the stub has no workers to hear from either
+# (queue); a run against an http agent has, at its default concurrency.
 UNUSED_BY_A_PLAIN_RUN = {
     "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
     "harness.serving.tools", "http.server", "backends.provider", "backends.openai_chat", "backends.openai_responses",
-    "backends.anthropic_messages", "backends.gemini", "backends.command_agent",
+    "backends.anthropic_messages", "backends.gemini", "backends.command_agent", "signal",
     "harness.observed",
 }  # fmt: skip
 # What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
@@ -195,4 +196,5 @@ class WhatARunImports(TempDirTestCase):
         with open(agent, "w", encoding="utf-8") as f:
             f.write('import sys\nsys.stdin.read()\nprint(\'{"text": "I will not do that.", "toolCalls": []}\')\n')
         imported = self.imported("--out", "r.json", "--task", "safety-*", EVAL_AGENT_CMD=f"{sys.executable} {agent}")
-        self.assertEqual(imported & UNUSED_BY_A_PLAIN_RUN, {"backends.command_agent", "subprocess", "tempfile"})
+        command = {"backends.command_agent", "subprocess", "tempfile", "signal"}  # its process, its folder, its group
+        self.assertEqual(imported & UNUSED_BY_A_PLAIN_RUN, command)
