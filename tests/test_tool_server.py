@@ -95,8 +95,10 @@ class Serving(unittest.TestCase):
         return self.server.serve(WORLDS.tools, ToolPlayer(SHARE.tool_results, world).answer, turn, names), world
 
 
-class TheMcpSdkClient(Serving):
-    def test_lists_the_tools_and_changes_the_trials_world_by_calling_them(self) -> None:
+class RealMcpClients(Serving):
+    """The official MCP SDK's clients and the OpenAI Agents SDK's, as agents use them."""
+
+    def test_the_sdk_client_lists_the_tools_and_changes_the_trials_world_by_calling_them(self) -> None:
         served, world = self.share_turn()
 
         async def listed(session: ClientSession) -> Any:
@@ -141,6 +143,25 @@ class TheMcpSdkClient(Serving):
         found = asyncio.run(asyncio.wait_for(run(), WAIT))
         self.assertEqual(found.structured_content, {"name": "Bo Berg", "email": "bo@example.com"})
         self.assertEqual([call.result.source for call in served.calls()], ["case"])
+
+    def test_the_openai_agents_sdks_mcp_client_lists_and_calls_the_served_tools(self) -> None:
+        from agents.mcp import MCPServerStreamableHttp
+
+        served, world = self.share_turn()
+
+        async def run() -> Any:
+            async with MCPServerStreamableHttp(params={"url": served.url}) as tools:
+                listed = [tool.name for tool in await tools.list_tools()]
+                unknown = await tools.call_tool("contacts.find", {"name": "Zed"})
+                shared = await tools.call_tool("fs.share", {"path": "notes.txt", "email": "bo@example.com"})
+                return listed, unknown, shared
+
+        listed, unknown, shared = asyncio.run(asyncio.wait_for(run(), WAIT))
+        self.assertEqual(listed, [tool.name for tool in WORLDS.tools])
+        self.assertEqual((unknown.is_error, unknown.structured_content), (True, {"error": "no contact by that name"}))
+        self.assertEqual((shared.is_error, shared.content[0].text), (False, "shared notes.txt with bo@example.com"))
+        self.assertEqual(world.state()["shared"], {"notes.txt": ["bo@example.com"]})
+        self.assertEqual([call.result.source for call in served.calls()], ["default", "environment"])
 
     def test_a_scripted_error_is_an_mcp_error_and_recorded_as_one(self) -> None:
         served, _ = self.share_turn()
