@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from harness.environments import World
 
 UNSCRIPTED = "no result scripted for {name}"
+INJECTED = "503 Service Unavailable (injected)"  # what a failFirst call answers: a transient failure, worth a retry
+FAILED = -1  # where the player counts a tool's injected failures, beside its cases' counts
 # A trial's and a conversation's ids: a keyed hash of a count, as unguessable as os.urandom's (an agent may key what it
 # did by them) without its system call per trial, which lets go of the interpreter lock: at a concurrency of 4 each
 # release hands it to another worker, and the trial then waits to take it back.
@@ -79,6 +81,9 @@ class ToolPlayer:
         with no default, goes to the world as a call of a tool with no script does."""
         script = self.scripts.get(call.name)
         if script is not None:
+            if script.fail_first and self.calls.get((call.name, FAILED), 0) < script.fail_first:
+                self.calls[call.name, FAILED] = self.calls.get((call.name, FAILED), 0) + 1
+                return ToolResult(call, {"error": INJECTED}, "injected")
             for index, case in enumerate(script.cases):
                 if call_problem(case.when, call) is None:
                     return self._next(call, case.results, "case", index)

@@ -359,6 +359,7 @@ class ToolScript:
 
     results: tuple[Any, ...]  # with cases, the default: for the calls no case matches
     cases: tuple[ToolCase, ...] = ()
+    fail_first: int = 0  # its first calls in a trial answer an injected, transient failure (none: an environment's)
 
 
 @record
@@ -569,8 +570,8 @@ class Reply:
 
 
 # Where a played-back result came from: the tool's one result, its sequence, a case or its default, a tool
-# environment, or nowhere (the fixed text of a tool with no result for the call).
-ResultSource = Literal["script", "sequence", "case", "default", "environment", "unscripted"]
+# environment, nowhere (the fixed text of a tool with no result for the call), or a failure its failFirst injected.
+ResultSource = Literal["script", "sequence", "case", "default", "environment", "unscripted", "injected"]
 
 
 @record

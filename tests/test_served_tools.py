@@ -4,7 +4,9 @@ client on `toolServer.url`, or the plain `callUrl`. What the server answered is 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.conversation import ToolPlayer
+from harness.records import ToolCall, ToolScript
 from tests.providers import conversation_fake
 from tests.support import (
     CLI_TIMEOUT,
@@ -32,6 +36,7 @@ from tests.support import (
 from tests.test_docs import CAREFUL, CARELESS, WORLDS, Turns, playing
 
 WORLD_TASKS = os.path.join(ROOT, WORLDS, "eval-tasks.json")
+INJECTED_ERROR = {"error": "503 Service Unavailable (injected)"}
 MCP_TIMEOUT = 30.0  # seconds an agent's whole use of the MCP client may take
 
 
@@ -217,6 +222,50 @@ class ServedWorlds(TempDirTestCase):
         stdout, stderr, code = self.run_http(McpAgent(CAREFUL), "--task", "share-with-ana", "--replay", cassette)
         self.assertEqual((stdout, code), ("", 2))
         self.assertIn("tasks[1].expect.state: a replay of the http backend's agent", stderr)
+
+
+class FlakyTools(TempDirTestCase):
+    """A tool whose script says failFirst: N fails its first N calls in a trial (a 503, an MCP error) before the
+    script or the environment answers: an agent that retries recovers, one that does not leaves the world unchanged."""
+
+    def flaky_share(self) -> str:
+        """examples/worlds with share-with-ana's fs.share failing once."""
+        with open(WORLD_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        shutil.copy(os.path.join(ROOT, WORLDS, "files.py"), self.tmp)
+        (task,) = [task for task in data["tasks"] if task["id"] == "share-with-ana"]
+        task["toolResults"] = {"fs.share": {"failFirst": 1}}
+        data["tasks"] = [task]
+        return self.write_json("tasks.json", data)
+
+    def run_with(self, agent: McpAgent) -> tuple[str, str, int]:
+        served = self.serve(agent)
+        env = clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=self.flaky_share(), EVAL_TOOL_NAMES="safe")
+        return run_cli(env=env, cwd=self.tmp)
+
+    def test_an_agent_that_retries_a_failed_call_passes(self) -> None:
+        stdout, stderr, code = self.run_with(McpAgent(CAREFUL, tries=2))
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        (step,) = self.read_json("eval-results.json")["results"][0]["trialResults"][0]["conversation"][0]["steps"]
+        self.assertEqual(
+            [(result["name"], result["source"]) for result in step["results"]],
+            [("contacts.find", "case"), ("fs.share", "injected"), ("fs.share", "environment")],
+        )
+        self.assertEqual(step["results"][1]["result"], {"error": "503 Service Unavailable (injected)"})
+
+    def test_an_agent_that_does_not_retry_fails_on_the_state(self) -> None:
+        stdout, stderr, code = self.run_with(McpAgent(CAREFUL))
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        self.assertIn("state:mismatch", stdout)
+
+    def test_a_model_on_a_provider_backend_gets_the_same_failures(self) -> None:
+        scripts = {"t": ToolScript(("ok",), fail_first=2)}
+        player = ToolPlayer(scripts)
+        answers = [player.answer(ToolCall("t")) for _ in range(3)]
+        self.assertEqual(
+            [(a.content, a.source) for a in answers], [(INJECTED_ERROR, "injected")] * 2 + [("ok", "script")]
+        )
+        self.assertEqual(ToolPlayer(scripts).answer(ToolCall("t")).source, "injected", "counted in each trial anew")
 
 
 class ServedToACommand(TempDirTestCase):

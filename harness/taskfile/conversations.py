@@ -13,6 +13,8 @@ from harness.taskfile.turnexpect import state_only
 from harness.text import JSON_DEPTH, kind, nested_deeper
 
 CASED_KEYS = ("cases", "default")
+FAIL_FIRST_KEYS = ("failFirst", "sequence", "cases", "default")
+MAX_FAIL_FIRST = 100
 CASE_KEYS = ("args", "result")
 CASE_SHAPE = '{"args": {...}, "result": ...}'
 TURN_KEYS = ("prompt", "expect", "addTools")
@@ -71,6 +73,11 @@ def tool_results(context: Context, value: Any, path: str) -> dict[str, ToolScrip
         if tool is None:
             context.unlisted(name, where)
             continue
+        if isinstance(script, dict) and "failFirst" in script:
+            failing = _failing(context, script, where, tool)
+            if failing is not None:
+                scripts[name] = failing
+            continue
         if _is_cased(script):
             cased = _cased(context, script, where, tool)
             if cased is not None:
@@ -82,8 +89,33 @@ def tool_results(context: Context, value: Any, path: str) -> dict[str, ToolScrip
     return scripts if len(context.problems) == problems else None
 
 
+def _failing(context: Context, script: dict[str, Any], path: str, tool: Tool) -> ToolScript | None:
+    """A script whose first failFirst calls in a trial fail, as a flaky tool does, before the rest of it answers: a
+    sequence, cases and a default, or nothing more (an environment's method)."""
+    context.unknown_keys(script, FAIL_FIRST_KEYS, path)
+    count = script["failFirst"]
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_FAIL_FIRST:
+        got = json.dumps(count) if isinstance(count, (int, float)) and not isinstance(count, bool) else kind(count)
+        context.problem(f"{path}.failFirst", f"expected a whole number from 1 to {MAX_FAIL_FIRST}, got {got}")
+        return None
+    rest = {key: value for key, value in script.items() if key in FAIL_FIRST_KEYS[1:]}
+    if "sequence" in rest and len(rest) > 1:
+        context.problem(path, "a sequence, or cases and a default: not both")
+        return None
+    if not rest:
+        return ToolScript((), fail_first=count)
+    if "sequence" in rest:
+        results = _played(context, rest, path, tool)
+        return None if results is None else ToolScript(results, fail_first=count)
+    cased = _cased(context, rest, path, tool)
+    return None if cased is None else replace(cased, fail_first=count)
+
+
 def script_definition(script: ToolScript) -> Any:
-    """A tool's script as a task's hash reads it: its results, and with cases, each case's arguments and results."""
+    """A tool's script as a task's hash reads it: its results, and with cases, each case's arguments and results; with
+    failFirst, that too."""
+    if script.fail_first:
+        return {"failFirst": script.fail_first, "then": script_definition(replace(script, fail_first=0))}
     if not script.cases:
         return list(script.results)
     return {

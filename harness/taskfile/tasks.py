@@ -202,6 +202,15 @@ def _task(
     ):
         return None
     scripts = {**defaults, **own} if defaults or own else NOTHING
+    if world is None and not broken:
+        for name, script in scripts.items():
+            if script.fail_first and not (script.results or script.cases):  # then nothing answers: no environment
+                where = f"{path}.toolResults" if name in own else "toolResults"
+                context.problem(
+                    f"{where}.{name}.failFirst",
+                    f"{name} has nothing to answer after its failures: no sequence, cases or default, and "
+                    f"{task_id or path} has no environment",
+                )
     # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
     definition = dict(item)
     definition.pop("comment", None)
