@@ -808,8 +808,7 @@ class Spool:
         return fd, path
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        self.file.write(entry_json(entry))
-        self.file.write("\n")
+        self.file.write(entry_json(entry) + "\n")
         self.count += 1
 
     def lines(self) -> Iterator[str]:

@@ -118,20 +118,21 @@ def send(run: Run) -> Sent:
     tallies = Tallies()
     briefs: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
-    if run.baseline is not None:
+    comparing, masking = run.baseline is not None, bool(hidden)  # asked once, not with every task
+    if comparing:
         from harness.costs import task_cost  # what a comparison weighs: a run without one, nothing
 
     def on_task(task: Task, trials: Sequence[Result]) -> None:
         nonlocal first
         entry = task_entry(task, trials)
-        if hidden:  # what the task says may hold what its placeholders expanded; the trials are masked already
+        if masking:  # what the task says may hold what its placeholders expanded; the trials are masked already
             entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
         console.task(entry)
         entries.add(entry)
         if first is None:
             first = entry
         tallies.append(tally(entry))
-        if run.baseline is not None:  # what the comparison needs of the trials is their cost
+        if comparing:  # what the comparison needs of the trials is their cost
             brief = {key: value for key, value in entry.items() if key != "trialResults"}
             briefs.append({**brief, "cost": task_cost(entry["trialResults"])})
 

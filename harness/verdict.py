@@ -99,11 +99,7 @@ def decide_document(
     )
 
 
-def _shared(statuses: tuple[Status, ...]) -> tuple[Status, ...]:
-    """One tuple for each sequence of statuses there is, however many tasks had it: a run of 50,000 keeps a few."""
-    return _STATUSES.setdefault(statuses, statuses)
-
-
+# One tuple for each sequence of statuses there is, however many tasks had it: a run of 50,000 keeps a few.
 _STATUSES: dict[tuple[Status, ...], tuple[Status, ...]] = {}
 
 
@@ -126,7 +122,7 @@ class Tallies:
             self._budget[len(self._ids)] = (tally.over_budget, tally.budget_excused)
         self._ids.append(tally.task_id)
         self._categories.append(tally.category)
-        self._statuses.append(_shared(tally.statuses))
+        self._statuses.append(_STATUSES.setdefault(tally.statuses, tally.statuses))
         self._flags.append(tally.blocking | tally.violation << 1 | tally.unreached << 2 | tally.missed << 3)
         self._latency_ms.append(tally.latency_ms)
 
