@@ -71,21 +71,24 @@ def record(cls: type[R] | None = None, /, *, kw_only: bool = False) -> Any:
     names = tuple(cls.__annotations__)  # its own (Python >= 3.10), strings under `from __future__ import annotations`
     defaults: dict[str, Any] = {}
     factories: dict[str, Callable[[], Any]] = {}
-    shown, compared = [], []
+    shown, compared = list(names), list(names)
     for name in names:
         f = getattr(cls, name, _MISSING)
         if not isinstance(f, _Field):
-            f = _Field(f, None, True, True)
+            if f is not _MISSING:
+                defaults[name] = f
+            continue
         if f.default_factory is not None:
             factories[name] = f.default_factory
         elif f.default is not _MISSING:
             defaults[name] = f.default
-        if f.repr:
-            shown.append(name)
-        if f.compare:
-            compared.append(name)
+        if not f.repr:
+            shown.remove(name)
+        if not f.compare:
+            compared.remove(name)
     positional = () if kw_only else names
-    known, required = frozenset(names), frozenset(names).difference(defaults, factories)
+    known = frozenset(names)
+    required = known.difference(defaults, factories)
     made_records = 0
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
