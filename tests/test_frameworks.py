@@ -16,9 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
+from typing import Any
 
-from tests.providers import Call, Event, check_openai_request, openai_completion, openai_events, provider_name
+from tests.providers import (
+    Call,
+    Event,
+    check_openai_request,
+    conversation_fake,
+    openai_completion,
+    openai_events,
+    provider_name,
+)
 from tests.support import CANNED, ROOT, SHIPPED_TASKS, Received, TempDirTestCase, clean_env, run_cli, send_json
+from tests.test_docs import CAREFUL, CARELESS, Turns, playing
+from tests.test_served_tools import WORLD_TASKS, verdicts
 
 EXAMPLES = os.path.join(ROOT, "examples", "frameworks")
 with open(SHIPPED_TASKS, encoding="utf-8") as _f:
@@ -223,6 +234,62 @@ class PydanticAI(Framework):
         self.assertEqual(stderr, "")
         self.assert_never_passes(stdout, code, r"reply:(http-status|agent-error): .*UnexpectedModelBehavior")
         self.assertIn("0/15 PASS", stdout)
+
+
+class OpenAIAgentsSDKOverMCP(Framework):
+    """An Agents SDK agent whose tools are the ones the harness serves it (MCPServerStreamableHttp on the request's
+    toolServer.url), its model a loopback fake of Chat Completions: the tool worlds' tasks get the verdicts the same
+    decisions get from a model on the openai backend, where the harness plays the tools itself."""
+
+    adapter: ModuleType
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        require("agents")
+        from agents import set_tracing_disabled
+
+        set_tracing_disabled(True)  # traces would go to OpenAI's platform
+        cls.adapter = example("openai_agents_mcp")
+
+    def run_both(self, model: dict[str, Turns]) -> tuple[tuple[dict[str, Any], int], tuple[dict[str, Any], int]]:
+        """The tool worlds' tasks run by the agent (http, tools served) and by the model (openai): each one's results
+        and exit code. Requests the openai SDK's own types refuse fail the test."""
+        from openai import AsyncOpenAI
+
+        invalid: list[str] = []
+        self.addCleanup(lambda: self.assertEqual(invalid, []))
+        fake = self.serve(conversation_fake("openai", playing(model), invalid))
+        client = AsyncOpenAI(base_url=fake.url("/v1"), api_key="sk-test", max_retries=0)
+        adapter = self.adapter.Adapter(client, "gpt-5.5")
+        self.addCleanup(adapter.close)
+        url = self.serve_adapter(self.adapter.serve(adapter))
+        runs = []
+        for name, env in (
+            ("agent", {"EVAL_AGENT_URL": url, "EVAL_TOOL_NAMES": "safe"}),
+            ("model", {"EVAL_BACKEND": "openai", "EVAL_MODEL": "m", "OPENAI_API_KEY": "sk-test"}),
+        ):
+            results = os.path.join(self.tmp, f"{name}.json")
+            env = clean_env(EVAL_TASKS=WORLD_TASKS, EVAL_RESULTS=results, OPENAI_BASE_URL=fake.url("/v1"), **env)
+            stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
+            self.assertEqual(stderr, "", stdout)
+            with open(results, encoding="utf-8") as f:
+                runs.append((json.load(f), code))
+        return runs[0], runs[1]
+
+    def test_a_careful_agent_passes_the_tool_worlds_as_the_model_does(self) -> None:
+        (agent, code), (model, model_code) = self.run_both(CAREFUL)
+        self.assertEqual((verdicts(agent), code), (verdicts(model), model_code))
+        self.assertEqual((agent["passed"], code), (3, 0))
+        sources = [
+            r["source"] for r in agent["results"][1]["trialResults"][0]["conversation"][0]["steps"][0]["results"]
+        ]
+        self.assertEqual(sources, ["case", "environment"], "the calls judged are the ones the harness answered")
+
+    def test_a_careless_agent_fails_them_as_the_model_does_a_wrong_address_on_the_state(self) -> None:
+        (agent, code), (model, model_code) = self.run_both(CARELESS)
+        self.assertEqual((verdicts(agent), code), (verdicts(model), model_code))
+        self.assertEqual((agent["passed"], code), (0, 1))
+        self.assertEqual(verdicts(agent)["share-with-ana"][:2], ("fail", "state:mismatch"))
 
 
 if __name__ == "__main__":
