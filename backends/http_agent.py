@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -199,7 +199,7 @@ class HttpAgentBackend:
         payload = request_body(request, self.run_id, self.fields, self.tools)
         status = None
         try:
-            body, attempts = self.transport.post_json(payload, numbered=True)
+            body, attempts = self.transport.post_json(payload, numbered=True, may_retry=_untouched(request))
         except BackendError as err:
             partial = _partial(err)
             if partial is None:
@@ -211,6 +211,13 @@ class HttpAgentBackend:
             err.attempts = attempts
             raise
         return reply if status is None else replace(reply, error=f"{reply.error} (HTTP {status})")
+
+
+def _untouched(request: AgentRequest) -> Callable[[], bool] | None:
+    """For a request of a trial served its tools: whether the agent has called none of them yet in this turn, and so
+    may be asked again without running its tools twice."""
+    called = request.tools_called
+    return None if called is None else lambda: not called()
 
 
 def _partial(err: BackendError) -> tuple[dict[str, Any], int] | None:

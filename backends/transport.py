@@ -155,9 +155,12 @@ class Transport:
         }
         self._local = threading.local()
 
-    def post_json(self, payload: Mapping[str, Any], numbered: bool = False) -> tuple[Any, int]:
+    def post_json(
+        self, payload: Mapping[str, Any], numbered: bool = False, may_retry: Callable[[], bool] | None = None
+    ) -> tuple[Any, int]:
         """The decoded JSON reply and the number of attempts it took; through the run's cassette, when it has one.
-        numbered: the payload's "attempt" says which attempt each one is."""
+        numbered: the payload's "attempt" says which attempt each one is; may_retry: whether a failed attempt may
+        still be retried (not once the agent has changed a served world)."""
         body = json_bytes(payload)  # what the agent said goes back to it as it said it, in UTF-8
         request = self._request(body)
         place = exchanges.placed()
@@ -167,7 +170,7 @@ class Transport:
         return self._outcome(
             exchanges.exchange(
                 lambda: {**self._wire, "body": payload},
-                lambda: self._sent(request, cost, task, len(body), again),
+                lambda: self._sent(request, cost, task, len(body), again, may_retry),
                 self.hidden,
                 shape=_recorded,
             )
@@ -183,6 +186,7 @@ class Transport:
         task: str | None,
         size: int,
         again: Callable[[int], bytes] | None = None,
+        may_retry: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         """The final outcome of the request, paced and retried as need be, as JSON: the last response, or the error that
         ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded. A
@@ -220,7 +224,8 @@ class Transport:
                     if err.retry_after and time.monotonic() + err.retry_after <= deadline:
                         continue
                 spent += 1
-                if spent > self.retries or (err.started and not self.retry_after_send):
+                stop = spent > self.retries or (err.started and not self.retry_after_send)
+                if stop or (may_retry is not None and not may_retry()):
                     return _response_json(response, attempt) if response else _failure_json(err, attempt)
                 # A 429's wait, when it said one, is the pacer's hold, which ends the request past the bound; a wait of
                 # 0 s (or to a past date) is none said.

@@ -152,7 +152,9 @@ def converse(
             at(Place(task.id, trial, index + 1, len(steps) + 1))
             request = agent_request(task, conversation_id, turns, steps, trial_id, trial)
             if endpoint is not None:
-                request = replace(request, tool_server=(endpoint.url, endpoint.call_url))
+                request = replace(
+                    request, tool_server=(endpoint.url, endpoint.call_url), tools_called=observed.called(endpoint)
+                )
                 if endpoints is not None:
                     endpoints += observed.secret_paths(endpoint)
             try:

@@ -28,6 +28,11 @@ def served_turn(served: Served, task: Task, turn: int, answer: Callable[[ToolCal
     return served.server.serve([served.tools[name] for name in names], answer, turn, served.names)
 
 
+def called(endpoint: ServedTurn) -> Callable[[], bool]:
+    """Whether the agent has called the endpoint's tools yet."""
+    return lambda: bool(endpoint.calls())
+
+
 def secret_paths(endpoint: ServedTurn) -> tuple[str, str]:
     """The endpoint's paths, the only key to its tools: never written."""
     return urlsplit(endpoint.url).path, urlsplit(endpoint.call_url).path

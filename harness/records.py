@@ -629,6 +629,8 @@ class AgentRequest:
     trial_id: str = ""  # random, one per trial: the same in each of its turns and retries
     trial: int = 1  # which of the task's trials, from 1
     tool_server: tuple[str, str] | None = None  # the MCP and the plain endpoint serving this turn's tools, if any
+    # With tool_server: whether the agent has called them yet in this turn (then no retry: the world has changed).
+    tools_called: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     @property
     def turn(self) -> int:

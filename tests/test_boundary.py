@@ -42,7 +42,18 @@ class AnswerKeyBoundary(unittest.TestCase):
     def test_a_request_carries_the_conversation_so_far_and_nothing_else(self) -> None:
         self.assertEqual(
             list(fields(AgentRequest)),
-            ["task_id", "prompt", "conversation_id", "history", "steps", "tools", "trial_id", "trial", "tool_server"],
+            [
+                "task_id",
+                "prompt",
+                "conversation_id",
+                "history",
+                "steps",
+                "tools",
+                "trial_id",
+                "trial",
+                "tool_server",
+                "tools_called",  # whether the agent called the served tools yet: for a retry, never sent
+            ],
         )
         task = load_task_file(CANONICAL_TASKS).tasks[0]
         self.assertEqual(agent_request(task), AgentRequest(task_id=task.id, prompt=task.prompt))

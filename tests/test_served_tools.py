@@ -30,6 +30,7 @@ from tests.support import (
     call_served,
     clean_env,
     run_cli,
+    send,
     send_json,
     stop_signals_as_from_a_terminal,
 )
@@ -266,6 +267,42 @@ class FlakyTools(TempDirTestCase):
             [(a.content, a.source) for a in answers], [(INJECTED_ERROR, "injected")] * 2 + [("ok", "script")]
         )
         self.assertEqual(ToolPlayer(scripts).answer(ToolCall("t")).source, "injected", "counted in each trial anew")
+
+
+class SafeRetries(TempDirTestCase):
+    """A request whose served tools were called is never sent again, whatever EVAL_RETRY_AFTER_SEND says: its world
+    has changed, and the agent would run its tools twice. One that failed before any call is retried as ever."""
+
+    def run_with(self, respond: Respond) -> tuple[list[Received], dict[str, Any]]:
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_AGENT_URL=agent.url(), EVAL_TASKS=WORLD_TASKS, EVAL_TOOL_NAMES="safe", EVAL_RETRY_AFTER_SEND="1"
+        )
+        stdout, stderr, _ = run_cli("--task", "tidy-up", env=env, cwd=self.tmp)
+        self.assertEqual(stderr, "", stdout)
+        return agent.received, self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+
+    def test_a_request_whose_served_tools_were_called_is_not_retried(self) -> None:
+        def calls_then_fails(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            call_served(received.json["toolServer"]["callUrl"], "fs_rm", {"path": "old-notes.txt"})
+            send(handler, 502, b"Bad Gateway")
+
+        received, trial = self.run_with(calls_then_fails)
+        self.assertEqual((len(received), trial["attempts"]), (1, 1))
+        self.assertEqual((trial["status"], trial["code"]), ("error", "reply:http-status"))
+
+    def test_an_attempt_that_failed_before_any_call_is_retried(self) -> None:
+        def fails_first(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["attempt"] == 1:
+                send(handler, 502, b"Bad Gateway")
+                return
+            calls = [("fs_mv", {"source": "draft.txt", "target": "final.txt"}), ("fs_rm", {"path": "old-notes.txt"})]
+            for name, args in calls:
+                call_served(received.json["toolServer"]["callUrl"], name, args)
+            send_json(handler, {"toolCalls": [{"name": name, "args": args} for name, args in calls]})
+
+        received, trial = self.run_with(fails_first)
+        self.assertEqual((len(received), trial["attempts"], trial["status"]), (2, 2, "pass"))
 
 
 class ServedToACommand(TempDirTestCase):

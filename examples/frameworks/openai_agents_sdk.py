@@ -3,7 +3,8 @@
     OPENAI_API_KEY=sk-... python3 examples/frameworks/openai_agents_sdk.py gpt-5.5 eval-tasks.json 8000 &
     EVAL_AGENT_URL=http://127.0.0.1:8000/run python3 eval_agent.py
 
-The agent's tools are the task file's (here they only echo their arguments: yours do the work). OpenAI takes tool names
+The agent's tools are the task file's (here they only echo their arguments: yours do the work; where the harness serves
+a request's tools, its `toolServer`, they call those). OpenAI takes tool names
 of [a-zA-Z0-9_-] only, so `imageman.asset.get` is offered as `imageman_asset_get`, and each call is reported under the
 task file's name, as the tool that ran knows it. A model that answers with nothing is reported as nothing (no call, no
 text), which the harness scores reply:empty: never a pass.
@@ -16,6 +17,8 @@ import json
 import re
 import sys
 import threading
+import urllib.request
+from contextvars import ContextVar
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,12 +35,26 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
 
 
+SERVED: ContextVar[str | None] = ContextVar("served", default=None)  # the request's toolServer.callUrl, if any
+
+
+def served(url: str, name: str, args: dict[str, Any]) -> str:
+    """One call of the tools the harness serves the request, at its plain endpoint: what it answered, as JSON."""
+    body = json.dumps({"name": name, "arguments": args}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.dumps(json.load(response))
+
+
 def function_tool(tool: dict[str, Any]) -> FunctionTool:
     """A task file's tool as the SDK offers it; each call it runs is noted in the run's context under its own name."""
 
     async def invoke(context: ToolContext[list[dict[str, Any]]], arguments: str) -> str:
         args = json.loads(arguments or "{}")
         context.context.append({"name": tool["name"], "args": args})
+        url = SERVED.get()
+        if url is not None:
+            return await asyncio.to_thread(served, url, tool["name"], args)
         return json.dumps({"ok": True, "tool": tool["name"], "args": args})
 
     schema = tool.get("inputSchema") or {"type": "object", "properties": {}}
@@ -70,6 +87,7 @@ class Adapter:
         """The status and reply for one request: the calls the tools ran, and the model's last words, its refusal, or
         what went wrong."""
         calls: list[dict[str, Any]] = []
+        SERVED.set(request.get("toolServer", {}).get("callUrl"))  # this request's task alone: a context of its own
         try:
             result = await asyncio.wait_for(Runner.run(self.agent, conversation(request), context=calls), RUN_TIMEOUT)
         except ModelRefusalError as refusal:

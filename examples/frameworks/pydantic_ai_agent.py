@@ -3,9 +3,10 @@
     OPENAI_API_KEY=sk-... python3 examples/frameworks/pydantic_ai_agent.py openai:gpt-5.5 eval-tasks.json 8000 &
     EVAL_AGENT_URL=http://127.0.0.1:8000/run python3 eval_agent.py
 
-The agent's tools are the task file's (here they only echo their arguments: yours do the work), offered under names
-providers accept ([a-zA-Z0-9_-]: `imageman.asset.get` as `imageman_asset_get`); each call is reported under the task
-file's name, as the tool that ran knows it. A model that answers with nothing is reported as nothing (no call, no
+The agent's tools are the task file's (here they only echo their arguments: yours do the work; where the harness serves
+a request's tools, its `toolServer`, they call those), offered under names providers accept ([a-zA-Z0-9_-]:
+`imageman.asset.get` as `imageman_asset_get`); each call is reported under the task file's name, as the tool that ran
+knows it. A model that answers with nothing is reported as nothing (no call, no
 text), which the harness scores reply:empty: never a pass; pydantic-ai itself refuses an empty answer (it asks the
 model again, then raises), and that error is reported as one, with the calls made before it.
 """
@@ -16,6 +17,8 @@ import asyncio
 import json
 import re
 import sys
+import urllib.request
+from contextvars import ContextVar
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,11 +34,25 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
 
 
+SERVED: ContextVar[str | None] = ContextVar("served", default=None)  # the request's toolServer.callUrl, if any
+
+
+def served(url: str, name: str, args: dict[str, Any]) -> str:
+    """One call of the tools the harness serves the request, at its plain endpoint: what it answered, as JSON."""
+    body = json.dumps({"name": name, "arguments": args}).encode()
+    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.dumps(json.load(response))
+
+
 def agent_tool(tool: dict[str, Any]) -> Tool[list[dict[str, Any]]]:
     """A task file's tool as pydantic-ai offers it; each call it runs is noted in the run's deps under its own name."""
 
-    def invoke(context: RunContext[list[dict[str, Any]]], **args: Any) -> str:
+    async def invoke(context: RunContext[list[dict[str, Any]]], **args: Any) -> str:
         context.deps.append({"name": tool["name"], "args": args})
+        url = SERVED.get()
+        if url is not None:
+            return await asyncio.to_thread(served, url, tool["name"], args)
         return json.dumps({"ok": True, "tool": tool["name"], "args": args})
 
     schema = tool.get("inputSchema") or {"type": "object", "properties": {}}
@@ -65,9 +82,13 @@ class Adapter:
         """The status and reply for one request: the calls the tools ran, and the model's last words or what went
         wrong (pydantic-ai retries a model that answers with nothing, then raises UnexpectedModelBehavior)."""
         calls: list[dict[str, Any]] = []
+
+        async def run() -> Any:
+            SERVED.set(request.get("toolServer", {}).get("callUrl"))
+            return await self.agent.run(request["prompt"], message_history=history(request), deps=calls)
+
         try:
-            run = self.agent.run(request["prompt"], message_history=history(request), deps=calls)
-            result = asyncio.run(run)  # a loop of this request's own, closed when it ends
+            result = asyncio.run(run())  # a loop of this request's own, closed when it ends
         except Exception as error:  # the agent failed: say so, with the calls it made, never as if it had answered
             return 500, {"toolCalls": calls, "error": f"{type(error).__name__}: {error}"}
         return 200, {"toolCalls": calls, "text": result.output}
