@@ -144,15 +144,15 @@ def _task(
     max_steps = item.get("maxSteps", DEFAULT_MAX_STEPS)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEPS:
         context.problem(f"{path}.maxSteps", f"expected a whole number from 1 to {MAX_STEPS}, got {kind(max_steps)}")
-    whole = item.get("expect")
+    whole, where = item.get("expect"), f"{path}.expect"
     first = None
     if isinstance(whole, dict) and "firstTurn" in whole:
         from harness.taskfile.turnexpect import first_turn
 
-        first = first_turn(context, whole, f"{path}.expect", bool(item.get("turns")))
+        first = first_turn(context, whole, where, bool(item.get("turns")))
         whole = {key: value for key, value in whole.items() if key != "firstTurn"}
-    expected = expect(context, whole, f"{path}.expect", 1 + len(follow_ups or ()))
-    forbidden = forbidden_text(context, whole, f"{path}.expect", task_id or path)
+    expected = expect(context, whole, where, 1 + len(follow_ups or ()))
+    forbidden = forbidden_text(context, whole, where, task_id or path)
     tools: tuple[tuple[str, ...], ...] | None = ()
     turn_expects: tuple[Expect | None, ...] = ()
     if follow_ups or "tools" in item:
@@ -180,7 +180,7 @@ def _task(
     if not broken and isinstance(item.get("expect"), dict) and "state" in item["expect"]:
         from harness.taskfile.states import expect_state
 
-        state = expect_state(context, item["expect"], f"{path}.expect", world, expected)
+        state = expect_state(context, item["expect"], where, world, expected)
     if not broken and "turns" in item:
         from harness.taskfile.turnexpect import turn_states
 
