@@ -23,7 +23,7 @@ from harness.reporters.console import Console, Progress, complain, say
 from harness.results import Spool, results_document, task_entry
 from harness.running import Ending, HandingOn, InTaskOrder, run_jobs
 from harness.text import count, headline, internal_error, utc_timestamp
-from harness.verdict import EXIT_INTERRUPTED, EXIT_UNREACHABLE, Tallies, decide, tally
+from harness.verdict import EXIT_INTERRUPTED, EXIT_UNREACHABLE, Tallies, decide
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -131,7 +131,7 @@ def send(run: Run) -> Sent:
         entries.add(entry)
         if first is None:
             first = entry
-        tallies.append(tally(entry))
+        tallies.add(entry)
         if comparing:  # what the comparison needs of the trials is their cost
             brief = {key: value for key, value in entry.items() if key != "trialResults"}
             briefs.append({**brief, "cost": task_cost(entry["trialResults"])})

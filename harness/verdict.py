@@ -31,10 +31,17 @@ REPLAYED_NOTHING = frozenset({"replay:miss", "replay:bad-reply"})
 # it stopped the conversation before the task was done, as maxSteps does, and fails as any failure does.
 BUDGET_BREACHES = frozenset({"budget:tool-calls", "budget:tokens", "budget:latency"})
 BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
+# A Tally's fields, in order: what a run's Tallies keep of a task without making the record.
+Counted = tuple[str, str, tuple[Status, ...], bool, bool, bool, tuple[int, int] | None, float, int, int, bool]
 
 
 def tally(entry: Mapping[str, Any]) -> Tally:
     """What the verdict counts of one task, from its entry in the results: a run's and a merge's alike."""
+    return Tally(*_counted(entry))
+
+
+def _counted(entry: Mapping[str, Any]) -> Counted:
+    """A Tally's fields, in order, from a task's entry."""
     trials = entry["trialResults"]
     budget = entry.get("budget")
     excusable = frozenset() if budget and budget.get("blocking") else BUDGET_CODES
@@ -53,18 +60,18 @@ def tally(entry: Mapping[str, Any]) -> Tally:
         over_budget += code in BUDGET_BREACHES
         excused += code in excusable
         missed = missed or code in REPLAYED_NOTHING
-    return Tally(
+    return (
         entry["id"],
         entry["category"],
         tuple([trial["status"] for trial in trials]),
-        blocking=entry["blocking"],
-        violation=entry["violation"] is not None,
-        unreached=unreached,
-        tokens=total_tokens(usage),
-        latency_ms=latency_ms,
-        over_budget=over_budget,
-        budget_excused=excused,
-        missed=missed,
+        entry["blocking"],
+        entry["violation"] is not None,
+        unreached,
+        total_tokens(usage),
+        latency_ms,
+        over_budget,
+        excused,
+        missed,
     )
 
 
@@ -115,16 +122,20 @@ class Tallies:
         self._tokens: dict[int, tuple[int, int]] = {}  # by position: only providers report them
         self._budget: dict[int, tuple[int, int]] = {}  # by position: (over budget, excused), for the few with either
 
-    def append(self, tally: Tally) -> None:
-        if tally.tokens is not None:
-            self._tokens[len(self._ids)] = tally.tokens
-        if tally.over_budget or tally.budget_excused:
-            self._budget[len(self._ids)] = (tally.over_budget, tally.budget_excused)
-        self._ids.append(tally.task_id)
-        self._categories.append(tally.category)
-        self._statuses.append(_STATUSES.setdefault(tally.statuses, tally.statuses))
-        self._flags.append(tally.blocking | tally.violation << 1 | tally.unreached << 2 | tally.missed << 3)
-        self._latency_ms.append(tally.latency_ms)
+    def add(self, entry: Mapping[str, Any]) -> None:
+        """A task's entry, counted as tally() counts it (with no record made: a run adds one for every task)."""
+        task_id, category, statuses, blocking, violation, unreached, tokens, latency_ms, over, excused, missed = (
+            _counted(entry)
+        )
+        if tokens is not None:
+            self._tokens[len(self._ids)] = tokens
+        if over or excused:
+            self._budget[len(self._ids)] = (over, excused)
+        self._ids.append(task_id)
+        self._categories.append(category)
+        self._statuses.append(_STATUSES.setdefault(statuses, statuses))
+        self._flags.append(blocking | violation << 1 | unreached << 2 | missed << 3)
+        self._latency_ms.append(latency_ms)
 
     def __len__(self) -> int:
         return len(self._ids)

@@ -30,7 +30,7 @@ from harness.running import run_task
 from harness.scoring import repeated_steps, score_budget
 from harness.taskfile import load_task_file
 from harness.text import budget_text
-from harness.verdict import Tallies, decide, tally
+from harness.verdict import Tallies, decide
 from tests import test_html_report as html_report
 from tests.support import (
     CANNED,
@@ -306,7 +306,7 @@ class Blocking(unittest.TestCase):
     def decided(self, *entries: dict[str, Any]) -> Any:
         tallies = Tallies()
         for entry in entries:
-            tallies.append(tally(entry))
+            tallies.add(entry)
         return decide(tallies, Decimal(0))
 
     def test_a_budget_breach_of_a_blocking_task_counts_but_does_not_block(self) -> None:

@@ -7,7 +7,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from harness.records import Tally
-from harness.verdict import decide, pass_hat_k
+from harness.verdict import Tallies, decide, pass_hat_k
 from harness.verdict import tally as tally_of
 
 
@@ -154,6 +154,20 @@ class Verdicts(unittest.TestCase):
             (counted.statuses, counted.unreached, counted.latency_ms, counted.tokens),
             (("pass", "error"), False, 2.0, None),
         )
+
+    def test_a_run_keeps_each_task_as_a_merge_counts_it(self) -> None:
+        entries = [
+            entry("pass", "fail", code="tool:wrong-name"),
+            {**entry("error", code="reply:connect"), "blocking": True, "violation": "forbidden-tool"},
+            {**entry("fail", code="budget:tokens"), "budget": {"maxTokens": 1, "blocking": True}},
+            entry("fail", "fail", code="budget:tool-calls"),
+            entry("error", code="replay:miss"),
+        ]
+        entries[0]["trialResults"][1]["usage"] = {"inputTokens": 3, "outputTokens": 4}
+        tallies = Tallies()
+        for each in entries:
+            tallies.add(each)
+        self.assertEqual(list(tallies), [tally_of(each) for each in entries])
 
     def test_a_conversation_that_got_answers_before_the_connection_failed_reached_the_agent(self) -> None:
         first_step = entry("error", code="reply:connect")
