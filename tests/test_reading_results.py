@@ -94,7 +94,7 @@ MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
         ("results", 5, "trialResults", 0, "conversation", 0, "steps", 0, "results", 0, "source"),
         "guessed",
         "results[5].trialResults[0].conversation[0].steps[0].results[0].source: expected script, sequence, case,"
-        ' default, environment or unscripted, got the string "guessed"',
+        ' default, environment, unscripted or injected, got the string "guessed"',
     ),
     (
         ("results", 5, "trialResults", 0, "conversation", 0, "steps", 0, "results", 0, "case"),

@@ -119,11 +119,11 @@ class ServedWorlds(TempDirTestCase):
         agent = self.serve(respond)
         env = clean_env(
             EVAL_AGENT_URL=agent.url(),
-            EVAL_TASKS=WORLD_TASKS,
             EVAL_TOOL_NAMES="safe",  # the model's decisions name the tools as a provider takes them
             EVAL_RESULTS=os.path.join(self.tmp, "eval-results.json"),
-            **environ,
+            EVAL_TASKS=WORLD_TASKS,
         )
+        env.update(environ)
         return run_cli(*args, env=env, cwd=self.tmp)
 
     def run_model(self, model: dict[str, Turns]) -> tuple[dict[str, Any], int]:
@@ -216,6 +216,43 @@ class ServedWorlds(TempDirTestCase):
         self.assertIn("I used http://", written)
         for text in (written, stdout, stderr):
             self.assertNotIn(path, text)
+
+    def test_an_agent_that_makes_no_call_fails_a_state_task_as_a_model_does(self) -> None:
+        idle: dict[str, Turns] = {prompt: [([], "Done.")] * len(turns) for prompt, turns in CAREFUL.items()}
+        stdout, stderr, code = self.run_http(McpAgent(idle))
+        self.assertEqual(stderr, "", stdout)
+        model, model_code = self.run_model(idle)
+        self.assertEqual((verdicts(self.read_json("eval-results.json")), code), (verdicts(model), model_code))
+        self.assertEqual({status for status, _, _ in verdicts(model).values()}, {"fail"})
+
+    def test_the_same_served_call_with_the_same_result_three_times_is_a_loop(self) -> None:
+        def loops(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            for _ in range(3):
+                call_served(received.json["toolServer"]["callUrl"], "fs_read", {"path": "notes.txt"})
+            send_json(handler, {"toolCalls": [{"name": "fs_read", "args": {"path": "notes.txt"}}] * 3})
+
+        stdout, stderr, code = self.run_http(loops, "--task", "tidy-up")
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        status, loop, reason = verdicts(self.read_json("eval-results.json"))["tidy-up"]
+        self.assertEqual((status, loop), ("fail", "conversation:loop"))
+        self.assertIn('fs.read({"path": "notes.txt"})', reason or "")
+
+    def test_a_recording_keeps_no_tool_server_path_and_replays_without_a_miss(self) -> None:
+        cassette = os.path.join(self.tmp, "c.jsonl")
+        with open(WORLD_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        shutil.copy(os.path.join(ROOT, WORLDS, "files.py"), self.tmp)
+        data["tasks"] = [task for task in data["tasks"] if task["id"] == "archive-after-a-look"]
+        del data["tasks"][0]["expect"]["state"]  # a replay judges the calls reported, and no state
+        tasks = self.write_json("tasks.json", data)
+        agent = McpAgent(CAREFUL)
+        self.run_http(agent, "--record", cassette, EVAL_TASKS=tasks)
+        with open(cassette, encoding="utf-8") as f:
+            recorded = f.read()
+        for body in agent.bodies:
+            self.assertNotIn(body["toolServer"]["url"].split("/")[-2], recorded)
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL), "--replay", cassette, EVAL_TASKS=tasks)
+        self.assertEqual((stderr, code), ("", 0), stdout)
 
     def test_a_replay_judges_no_state_of_an_agent_that_runs_its_own_tools(self) -> None:
         cassette = os.path.join(self.tmp, "c.jsonl")
@@ -341,7 +378,41 @@ class Slow:
 """
 
 
+CRASHING_WORLD = """
+import os
+
+class Crashing:
+    def boom(self):
+        os._exit(3)
+"""
+
+
 class Interrupted(TempDirTestCase):
+    def test_an_environment_that_dies_on_a_served_call_makes_the_trial_tool_environment(self) -> None:
+        with open(os.path.join(self.tmp, "crashing.py"), "w", encoding="utf-8") as f:
+            f.write(CRASHING_WORLD)
+        tasks = self.write_json(
+            "tasks.json",
+            {
+                "version": 1,
+                "tools": [
+                    {"name": "boom", "description": "Boom.", "inputSchema": {"type": "object", "properties": {}}}
+                ],
+                "environment": {"module": "crashing.py", "class": "Crashing"},
+                "tasks": [{"id": "b", "category": "c", "prompt": "Boom.", "expect": {"tool": "boom"}}],
+            },
+        )
+
+        def booms(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            answer = call_served(received.json["toolServer"]["callUrl"], "boom", {})
+            send_json(handler, {"toolCall": {"name": "boom", "args": {}}, "text": json.dumps(answer)})
+
+        agent = self.serve(booms)
+        stdout, stderr, code = run_cli(env=clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TASKS=tasks), cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+        self.assertEqual((trial["status"], trial["code"]), ("error", "tool:environment"))
+
     def test_ctrl_c_during_a_served_call_exits_130_with_the_results(self) -> None:
         marker = os.path.join(self.tmp, "calling")
         with open(os.path.join(self.tmp, "slow.py"), "w", encoding="utf-8") as f:
