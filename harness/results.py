@@ -792,7 +792,9 @@ class Spool:
             fd, self.path = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600), ""
         except (AttributeError, OSError):
             fd, self.path = self._named(folder, results)
-        self.file = os.fdopen(fd, "w+", encoding="utf-8", errors="backslashreplace")
+        # Only written through: lines() reads the descriptor (or the path). A text file open to read too resets its
+        # decoder with every write, a Python call for every task.
+        self.file = os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace")
         self.count = 0
 
     @staticmethod
