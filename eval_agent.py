@@ -240,9 +240,9 @@ def _tool_server(serving: Serving, task_file: TaskFile) -> Served:
     from harness.serving.tools import ToolServer  # only a run that serves its agent's tools pays for it
 
     try:
-        server = ToolServer(serving.host, 0, serving.advertised)
+        server = ToolServer(*serving.address, serving.advertised)
     except OSError as exc:
-        where = f"{TOOL_SERVER_HOST.var}: cannot serve tools on {serving.host}"
+        where = f"{TOOL_SERVER_HOST.var}: cannot serve tools on {':'.join(map(str, serving.address))}"
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
     names = {provider_name(tool.name): tool.name for tool in task_file.tools} if serving.safe_names else None
     return Served(server, {tool.name: tool for tool in task_file.tools}, names)

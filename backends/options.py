@@ -208,11 +208,32 @@ TOOL_NAMES = Setting(
     default="file",
     metavar="FORM",
 )
+
+
+def bind_address(text: str, where: str) -> tuple[str, int]:
+    """HOST, or HOST:PORT (an IPv6 address in brackets: [::1]:8765); port 0, a free one, when none is given."""
+    host, port = text.strip(), "0"
+    if host.startswith("["):
+        host, _, rest = host[1:].partition("]")
+        if rest:
+            if not rest.startswith(":"):
+                raise ConfigError(f"{where}: expected HOST or HOST:PORT, got {text!r}")
+            port = rest[1:]
+    elif host.count(":") == 1:
+        host, port = host.split(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{where}: expected HOST or HOST:PORT (a port from 0 to 65535), got {text!r}")
+    return host, int(port)
+
+
 TOOL_SERVER_HOST = Setting(
     var="EVAL_TOOL_SERVER_HOST",
     flag="--tool-server-host",
-    help="the address the tool server binds, for a task whose tools the harness plays",
-    default="127.0.0.1",
+    help="the address the tool server binds, HOST or HOST:PORT (a free port when none is given), for a task whose "
+    "tools the harness plays",
+    read=bind_address,
+    default=("127.0.0.1", 0),
+    shown="127.0.0.1",
     metavar="HOST",
 )
 TOOL_SERVER_URL = Setting(
@@ -231,7 +252,7 @@ class Serving:
     base URL the agent is told."""
 
     safe_names: bool
-    host: str
+    address: tuple[str, int]  # the host and port it binds
     advertised: str | None
 
 

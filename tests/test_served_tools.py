@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -253,6 +254,44 @@ class ServedWorlds(TempDirTestCase):
             self.assertNotIn(body["toolServer"]["url"].split("/")[-2], recorded)
         stdout, stderr, code = self.run_http(McpAgent(CAREFUL), "--replay", cassette, EVAL_TASKS=tasks)
         self.assertEqual((stderr, code), ("", 0), stdout)
+
+    def test_a_remote_agent_is_told_the_advertised_address_and_its_path_is_never_written(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        advertised = f"http://localhost:{port}/tools"  # as a tunnel or a proxy in front of the bound port would be
+
+        def echoes(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            server = received.json["toolServer"]
+            answer = call_served(server["callUrl"], "fs_ls", {})
+            send_json(handler, {"toolCall": {"name": "fs_ls", "args": {}}, "text": f"{answer} from {server['url']}"})
+
+        stdout, stderr, _ = self.run_http(
+            echoes, "--task", "tidy-up", EVAL_TOOL_SERVER_HOST=f"127.0.0.1:{port}", EVAL_TOOL_SERVER_URL=advertised
+        )
+        with open(os.path.join(self.tmp, "eval-results.json"), encoding="utf-8") as f:
+            written = f.read()
+        self.assertIn(f"from http://localhost:{port}***", written, "the path masked as a secret is")
+        self.assertIn("old-notes.txt']} from", written, "the served tools answered at the advertised address")
+        self.assertNotIn("/tools/", written + stdout + stderr)
+
+    def test_an_address_the_server_cannot_bind_is_exit_2_naming_the_setting(self) -> None:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            address = f"127.0.0.1:{taken.getsockname()[1]}"
+            stdout, stderr, code = self.run_http(McpAgent(CAREFUL), EVAL_TOOL_SERVER_HOST=address)
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertRegex(stderr, rf"^eval_agent: error: EVAL_TOOL_SERVER_HOST: cannot serve tools on {address}: .+\n$")
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL), EVAL_TOOL_SERVER_HOST="127.0.0.1:http")
+        self.assertEqual(
+            (stderr, code),
+            (
+                "eval_agent: error: EVAL_TOOL_SERVER_HOST: expected HOST or HOST:PORT (a port from 0 to 65535), got "
+                "'127.0.0.1:http'\n",
+                2,
+            ),
+        )
 
     def test_a_replay_judges_no_state_of_an_agent_that_runs_its_own_tools(self) -> None:
         cassette = os.path.join(self.tmp, "c.jsonl")
