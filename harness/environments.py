@@ -307,6 +307,17 @@ def check_environments(path: str, tasks: Sequence[Task], hidden: Secrets = NO_SE
     for spec in {task.environment.where: task.environment for task in tasks if task.environment}.values():
         has = checks.has[_loader_key(spec)]
         answered[spec.where] = frozenset(tool for tool, method in spec.methods.items() if method in has)
+    for task in tasks:  # a tool whose script is only its failures needs the environment to answer after them
+        spec = task.environment
+        if spec is None:
+            continue
+        for name, script in task.tool_results.items():
+            if script.fail_first and not (script.results or script.cases) and name not in answered[spec.where]:
+                raise ConfigError(
+                    f"{path}: task {task.id}: toolResults.{name}.failFirst: {name} has nothing to answer after its "
+                    f"failures: {spec.class_name} has no method {spec.methods[name]}, and no sequence, cases or "
+                    "default is given"
+                )
     return answered
 
 

@@ -335,6 +335,25 @@ class FlakyTools(TempDirTestCase):
         self.assertEqual((stderr, code), ("", 1), stdout)
         self.assertIn("state:mismatch", stdout)
 
+    def test_fail_first_alone_on_a_tool_the_environment_does_not_answer_is_refused_before_anything_is_sent(
+        self,
+    ) -> None:
+        with open(WORLD_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        shutil.copy(os.path.join(ROOT, WORLDS, "files.py"), self.tmp)
+        data["tasks"][1]["toolResults"] = {"contacts.find": {"failFirst": 1}}  # FileSystem has no find
+        tasks = self.write_json("tasks.json", data)
+        self.assertEqual(
+            run_cli("validate", "--tasks", tasks, env=clean_env(), cwd=self.tmp),
+            (
+                "",
+                f"eval_agent validate: error: {tasks}: task share-with-ana: toolResults.contacts.find.failFirst: "
+                "contacts.find has nothing to answer after its failures: FileSystem has no method find, and no "
+                "sequence, cases or default is given\n",
+                2,
+            ),
+        )
+
     def test_a_model_on_a_provider_backend_gets_the_same_failures(self) -> None:
         scripts = {"t": ToolScript(("ok",), fail_first=2)}
         player = ToolPlayer(scripts)
@@ -343,6 +362,40 @@ class FlakyTools(TempDirTestCase):
             [(a.content, a.source) for a in answers], [(INJECTED_ERROR, "injected")] * 2 + [("ok", "script")]
         )
         self.assertEqual(ToolPlayer(scripts).answer(ToolCall("t")).source, "injected", "counted in each trial anew")
+
+
+class WhatTheServerSaw(TempDirTestCase):
+    """The calls the server answered are judged whatever the reply says of them: a forbidden call and a budget."""
+
+    def run_with(self, expect: dict[str, Any], made: list[str], reported: list[str]) -> dict[str, Any]:
+        with open(WORLD_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        shutil.copy(os.path.join(ROOT, WORLDS, "files.py"), self.tmp)
+        data["tasks"] = [{"id": "look", "category": "fs", "prompt": "What's in my folder?", "expect": expect}]
+        tasks = self.write_json("tasks.json", data)
+
+        def agent(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            for name in made:
+                call_served(
+                    received.json["toolServer"]["callUrl"], name, {"path": "notes.txt"} if name != "fs.ls" else {}
+                )
+            send_json(handler, {"toolCalls": [{"name": name, "args": {}} for name in reported]})
+
+        served = self.serve(agent)
+        stdout, stderr, _ = run_cli(env=clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=tasks), cwd=self.tmp)
+        self.assertEqual(stderr, "", stdout)
+        return self.read_json("eval-results.json")["results"][0]["trialResults"][0]
+
+    def test_a_forbidden_call_the_reply_leaves_out_is_a_violation(self) -> None:
+        trial = self.run_with({"tool": "fs.ls", "forbiddenTools": ["fs.rm"]}, ["fs.ls", "fs.rm"], ["fs.ls"])
+        self.assertEqual(
+            (trial["status"], trial["code"], trial["violation"]), ("fail", "tool:forbidden", "forbidden-tool")
+        )
+        self.assertEqual(trial["finalState"]["files"], ["draft.txt", "old-notes.txt"], "the call was made")
+
+    def test_a_budget_counts_the_calls_the_server_answered(self) -> None:
+        trial = self.run_with({"tool": "fs.ls", "budget": {"maxToolCalls": 1}}, ["fs.ls", "fs.ls"], ["fs.ls"])
+        self.assertEqual((trial["status"], trial["code"]), ("fail", "budget:tool-calls"))
 
 
 class SafeRetries(TempDirTestCase):
