@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from math import comb
+from operator import attrgetter
 from typing import Any
 
-from harness.records import CategoryCount, GateOn, Growth, Status, Summary, Tally
+from harness.records import CategoryCount, GateOn, Growth, Status, Summary, Tally, fields
 from harness.text import GROWTH_FIGURES
 
 # The most decimals a gate may have: the results file keeps the gate as a float, which gives back 15 digits as they
@@ -33,6 +34,7 @@ BUDGET_BREACHES = frozenset({"budget:tool-calls", "budget:tokens", "budget:laten
 BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 # A Tally's fields, in order: what a run's Tallies keep of a task without making the record.
 Counted = tuple[str, str, tuple[Status, ...], bool, bool, bool, tuple[int, int] | None, float, int, int, bool]
+TALLY_FIELDS: Callable[[Tally], Counted] = attrgetter(*fields(Tally))
 
 
 def tally(entry: Mapping[str, Any]) -> Tally:
@@ -111,7 +113,7 @@ _STATUSES: dict[tuple[Status, ...], tuple[Status, ...]] = {}
 
 
 class Tallies:
-    """A run's tallies as they come, kept in ~35 bytes a task where Tally records take ~130; read back as records."""
+    """A run's tallies as they come, kept in ~35 bytes a task where Tally records take ~130; read back as rows."""
 
     def __init__(self) -> None:
         self._ids: list[str] = []
@@ -140,27 +142,28 @@ class Tallies:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def __iter__(self) -> Iterator[Tally]:
+    def rows(self) -> Iterator[Counted]:
+        """Each task's Tally as its fields, in order: the verdict reads them without making 50,000 records."""
         rows = zip(self._ids, self._categories, self._statuses, self._flags, self._latency_ms, strict=True)
         for index, (task_id, category, statuses, flags, latency_ms) in enumerate(rows):
             over_budget, budget_excused = self._budget.get(index, (0, 0))
-            yield Tally(
+            yield (
                 task_id,
                 category,
                 statuses,
-                blocking=bool(flags & 1),
-                violation=bool(flags & 2),
-                unreached=bool(flags & 4),
-                missed=bool(flags & 8),
-                tokens=self._tokens.get(index),
-                latency_ms=latency_ms,
-                over_budget=over_budget,
-                budget_excused=budget_excused,
+                bool(flags & 1),
+                bool(flags & 2),
+                bool(flags & 4),
+                self._tokens.get(index),
+                latency_ms,
+                over_budget,
+                budget_excused,
+                bool(flags & 8),
             )
 
 
 def decide(
-    tallies: Iterable[Tally],
+    tallies: Tallies | Iterable[Tally],
     gate: Decimal,
     *,
     runs: int = 1,
@@ -187,26 +190,27 @@ def decide(
     shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
     flaky, blocking_failed, violations, missed, tokens = [], [], [], [], []
     reached, latency_ms, over_budget = 0, 0.0, 0
-    for tally in tallies:
-        c, n = tally.statuses.count("pass"), len(tally.statuses)
-        passed, errored, total = passed + c, errored + tally.statuses.count("error"), total + n
-        category = per_category.setdefault(tally.category, [0, 0])
+    rows: Iterable[Counted] = tallies.rows() if isinstance(tallies, Tallies) else map(TALLY_FIELDS, tallies)
+    for task_id, name, statuses, blocking, violation, unreached, used, task_ms, over, excused, replay_missed in rows:
+        c, n = statuses.count("pass"), len(statuses)
+        passed, errored, total = passed + c, errored + statuses.count("error"), total + n
+        category = per_category.setdefault(name, [0, 0])
         category[0] += c
         category[1] += n
         shapes[c, n] += 1
         if 0 < c < n:
-            flaky.append(tally.task_id)
-        if tally.blocking and c + tally.budget_excused < n:
-            blocking_failed.append(tally.task_id)
-        if tally.violation:
-            violations.append(tally.task_id)
-        if tally.missed:
-            missed.append(tally.task_id)
-        if tally.tokens is not None:
-            tokens.append(tally.tokens)
-        reached += not tally.unreached
-        latency_ms += tally.latency_ms
-        over_budget += tally.over_budget
+            flaky.append(task_id)
+        if blocking and c + excused < n:
+            blocking_failed.append(task_id)
+        if violation:
+            violations.append(task_id)
+        if replay_missed:
+            missed.append(task_id)
+        if used is not None:
+            tokens.append(used)
+        reached += not unreached
+        latency_ms += task_ms
+        over_budget += over
     pass_all_k = {k: pass_hat_k(shapes, k) for k in range(1, runs + 1)}
     rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
     unreachable = bool(shapes) and not reached

@@ -7,7 +7,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from harness.records import Tally
-from harness.verdict import Tallies, decide, pass_hat_k
+from harness.verdict import TALLY_FIELDS, Tallies, decide, pass_hat_k
 from harness.verdict import tally as tally_of
 
 
@@ -167,7 +167,8 @@ class Verdicts(unittest.TestCase):
         tallies = Tallies()
         for each in entries:
             tallies.add(each)
-        self.assertEqual(list(tallies), [tally_of(each) for each in entries])
+        self.assertEqual(list(tallies.rows()), [TALLY_FIELDS(tally_of(each)) for each in entries])
+        self.assertEqual(decide(tallies, Decimal(80)), decide([tally_of(each) for each in entries], Decimal(80)))
 
     def test_a_conversation_that_got_answers_before_the_connection_failed_reached_the_agent(self) -> None:
         first_step = entry("error", code="reply:connect")
