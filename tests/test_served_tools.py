@@ -382,7 +382,8 @@ class WhatTheServerSaw(TempDirTestCase):
             send_json(handler, {"toolCalls": [{"name": name, "args": {}} for name in reported]})
 
         served = self.serve(agent)
-        stdout, stderr, _ = run_cli(env=clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=tasks), cwd=self.tmp)
+        env = clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=tasks)
+        stdout, stderr, _ = run_cli("--junit", "junit.xml", env=env, cwd=self.tmp)
         self.assertEqual(stderr, "", stdout)
         return self.read_json("eval-results.json")["results"][0]["trialResults"][0]
 
@@ -392,6 +393,8 @@ class WhatTheServerSaw(TempDirTestCase):
             (trial["status"], trial["code"], trial["violation"]), ("fail", "tool:forbidden", "forbidden-tool")
         )
         self.assertEqual(trial["finalState"]["files"], ["draft.txt", "old-notes.txt"], "the call was made")
+        with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as f:
+            self.assertIn('fs.rm returned "deleted notes.txt" (called on the tool server, unreported)', f.read())
 
     def test_a_budget_counts_the_calls_the_server_answered(self) -> None:
         trial = self.run_with({"tool": "fs.ls", "budget": {"maxToolCalls": 1}}, ["fs.ls", "fs.ls"], ["fs.ls"])
