@@ -192,10 +192,15 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     replayed = Secrets(tape.secrets() if tape else {})  # where a recorded reply held a secret: leaked on replay too
     backend = BACKENDS[backend_name](backend_settings, surface, config.run_id, hidden=known | forbidden | replayed)
     judged = next((state for task in tasks for state in (task.state, *task.turn_states) if state), None)
-    # An agent that runs its own tools is served the tools the harness plays (not from a cassette: nothing runs then).
+    # An agent that runs its own tools is served the tools the harness plays; on a replay, the cassette plays the calls.
     serving: Serving | None = getattr(backend_settings, "serving", None)
-    served = serving is not None and not config.replay_path and any(task.plays_tools for task in tasks)
-    if judged is not None and not backend.PLAYS_TOOLS and not served:  # replayed: no call served, no world changed
+    served = serving is not None and any(task.plays_tools for task in tasks)
+    unserved = tape.unserved() if judged is not None and served and tape is not None and tape.replaying else None
+    if unserved is not None:  # recorded before a cassette held the served calls: no call to play, no world changed
+        judged = next(
+            (state for task in tasks if task.id in unserved for state in (task.state, *task.turn_states) if state), None
+        )
+    if judged is not None and not backend.PLAYS_TOOLS and (not served or unserved is not None):
         raise ConfigError(
             f"{config.tasks_path}: {judged.where}: a replay of the {backend_name} backend's agent, which runs its own "
             "tools, has no served calls to judge a state by; run state checks live (the harness serves the agent "

@@ -13,16 +13,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
-from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed
+from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed, serving
 from harness.files import read_input
 from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
-from harness.records import BackendError, ConfigError
-from harness.text import JSON_DEPTH, canonical_json, sha256_hex, too_deep
+from harness.records import BackendError, ConfigError, ResultSource, ToolCall, ToolResult
+from harness.running import TOOL_SERVER
+from harness.text import JSON_DEPTH, call_text, canonical_json, clip, sha256_hex, too_deep
 
 if TYPE_CHECKING:
     from harness.config import Config
+    from harness.serving.tools import ServedTurn
 
 FORMAT = "agent-eval-cassette"
 VERSION = 1
@@ -50,6 +52,10 @@ STOPPED = frozenset({"reply:key-rejected"})
 # body, the task file's on a result) inside the few of its request, reply and entry; twice that no run writes, and a
 # replay walks a line by recursion (restoring, comparing), which a line nested hundreds of levels deep would exhaust.
 ENTRY_DEPTH = 2 * JSON_DEPTH
+# Where a tool server's path was (a secret, new every run): what a cassette holds in its place.
+SERVED_AT = MARKER.format(TOOL_SERVER)
+SOURCES: frozenset[str] = frozenset(get_args(ResultSource))
+SHOWN = 200  # characters of a served call that a miss quotes
 
 
 class Tape:
@@ -85,6 +91,7 @@ class Tape:
         labels = list(restore.named.values())
         self.restore = {MARKER.format(name): value for value, name in restore.named.items() if labels.count(name) == 1}
         self.latency: dict[tuple[str, int], float] = {}
+        self.paths: dict[tuple[str, int], set[str]] = {}  # each served trial's tool server paths so far: its secrets
         self.lock = threading.Lock()
 
     def secrets(self) -> dict[str, str]:
@@ -92,10 +99,16 @@ class Tape:
         found = {
             marker.group(0): marker.group(1)
             for entry in self.entries.values()
-            for text in strings(entry["reply"])
+            for text in strings([entry["reply"], entry.get("served")])
             for marker in MARKED.finditer(text)
         }
-        return {marker: name for marker, name in found.items() if marker not in self.restore}
+        # A tool server's path said back is no leak, live or replayed: the agent was given it.
+        return {marker: name for marker, name in found.items() if marker not in self.restore and marker != SERVED_AT}
+
+    def unserved(self) -> set[str]:
+        """The tasks whose recorded exchanges hold no served calls: recorded before a cassette kept them, or of an
+        agent not served its tools."""
+        return {task for task, *_ in self.entries} - {e["task"] for e in self.entries.values() if "served" in e}
 
     def manifest(self) -> dict[str, Any]:
         """What the run's manifest says of its cassette."""
@@ -119,6 +132,9 @@ class Tape:
     ) -> Any:
         """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
         place = placed() or Place("", 1, 1, 1)
+        endpoint = serving()
+        if endpoint is not None:  # an agent that runs its own tools: its tool server's paths are secrets too
+            hidden = hidden | self._served_secrets(place, endpoint)
         shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
         key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
         if self.replaying:
@@ -128,6 +144,12 @@ class Tape:
                 if wrong is not None:  # edited by hand: the backend would read it wrong
                     where = f"task {place.task}, turn {place.turn}, step {place.step}"
                     raise BackendError(BAD_REPLY, f"the cassette's reply for {where} is not as recorded: {wrong}")
+                if ("served" in entry) != (endpoint is not None):  # a task that plays tools now, or no longer
+                    said = "with" if endpoint is None else "without"
+                    where = f"no recorded reply for task {place.task}, turn {place.turn}, step {place.step}"
+                    raise BackendError(MISS, f"{where}: recorded {said} its tools served", attempts=0)
+                if endpoint is not None:
+                    self._play(entry["served"], endpoint, hidden, place)
                 self._spent(place, entry.get("latencyMs", 0.0))
                 return self._restored(entry["reply"])
             if not self.record_missing:
@@ -135,9 +157,12 @@ class Tape:
                     raise BackendError(self.stopped_by["code"], self.stopped_by["reason"])
                 raise BackendError(MISS, self._miss(key, shown, place), attempts=0)
         started, before = time.perf_counter(), held_so_far()
+        answered = len(endpoint.calls()) if endpoint is not None else 0
         reply = send()
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
         entry.update(request=shown, reply=hidden.mark_json(reply))
+        if endpoint is not None:  # the calls the tool server answered during the exchange, in order
+            entry["served"] = [_served(served.result, hidden) for served in endpoint.calls()[answered:]]
         if timed:  # a replay sending what its cassette misses measures it as a live run does
             lasted = time.perf_counter() - started - (held_so_far() - before)
             entry["latencyMs"] = round(max(0.0, lasted) * 1000, 3)
@@ -160,6 +185,39 @@ class Tape:
         if self.stopped_by is not None:
             head["stoppedBy"] = self.stopped_by
         stage(self.path, (_line(value) for value in (head, *entries))).commit()
+
+    def _served_secrets(self, place: Place, endpoint: ServedTurn) -> Secrets:
+        """The tool server's paths of this trial so far, each a secret: a conversation's later requests hold what the
+        agent said of an earlier turn's."""
+        from harness.observed import secret_paths  # loaded already: the trial is served
+
+        paths = self.paths.setdefault((place.task, place.trial), set())
+        paths.update(secret_paths(endpoint))
+        return Secrets(dict.fromkeys(paths, TOOL_SERVER))
+
+    def _play(self, recorded: Sequence[Mapping[str, Any]], endpoint: ServedTurn, hidden: Secrets, place: Place) -> None:
+        """Play the exchange's recorded calls to the tool server's endpoint, as the agent made them, so that the trial
+        is judged on its answers (and its world changed by them) as it was live; a call answered otherwise than
+        recorded (the world or a script changed) is a miss, naming it and what differs."""
+        for index, made in enumerate(recorded):
+            call = ToolCall(
+                made["name"],
+                self._restored(made["args"]),
+                made.get("argsError"),
+                turn=endpoint.turn,
+                reported_name=made.get("calledAs"),
+            )
+            answered = endpoint.answer(call)
+            now = None if answered is None else _served(answered.result, hidden)
+            changed = _first_difference(now, made) if now is not None else "answer"
+            if changed is not None:
+                shown = clip(call_text(call.name, made["args"], values=True), SHOWN)
+                raise BackendError(
+                    MISS,
+                    f"the tool server's answers for task {place.task}, turn {place.turn}, step {place.step} differ "
+                    f"from the recorded ones: served[{index}], {shown}: its {changed} differs",
+                    attempts=0,
+                )
 
     def _spent(self, place: Place, ms: float) -> None:
         with self.lock:
@@ -220,6 +278,24 @@ def _steady(body: Any) -> Any:
         return value
 
     return renumbered(body)
+
+
+def _served(result: ToolResult, hidden: Secrets) -> dict[str, Any]:
+    """A call the tool server answered, as a cassette holds it (its secrets marked): the call by its task-file name,
+    the name it was called by when that differs, its arguments (why they could not be read, when not), the result and
+    where it came from (the case, when one)."""
+    call = result.call
+    made: dict[str, Any] = {"name": call.name}
+    if call.reported_name is not None:
+        made["calledAs"] = call.reported_name
+    made["args"] = call.args
+    if call.args_error is not None:
+        made["argsError"] = call.args_error
+    made.update(result=result.content, source=result.source)
+    if result.case is not None:
+        made["case"] = result.case
+    marked: dict[str, Any] = hidden.mark_json(made)
+    return marked
 
 
 def _unanswered(reply: Any) -> bool:
@@ -333,6 +409,8 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
         for name, (what, fits) in ENTRY_FIELDS.items():
             if not fits(value[name]):
                 raise ConfigError(f"{path}: line {number}: {name}: expected {what}")
+        if "served" in value:
+            _check_served(f"{path}: line {number}", value["served"])
         latency = value.get("latencyMs", 0)
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency <= MAX_LATENCY_MS:
             raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds from 0 to 2^52")
@@ -350,6 +428,35 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
             )
         first[place] = number
         yield value
+
+
+# Each served call's fields (those of SERVED_OPTIONAL only where they say something) and what they must be.
+SERVED_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "name": ("a string", lambda value: isinstance(value, str)),
+    "args": ("an object", lambda value: isinstance(value, dict)),
+    "result": ("a JSON value", lambda value: True),
+    "source": (f"one of {', '.join(sorted(SOURCES))}", lambda value: value in SOURCES),
+}
+SERVED_OPTIONAL: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "calledAs": ("a string", lambda value: isinstance(value, str)),
+    "argsError": ("a string", lambda value: isinstance(value, str)),
+    "case": ("a whole number from 0", lambda value: type(value) is int and value >= 0),
+}
+
+
+def _check_served(where: str, served: Any) -> None:
+    """An entry's served calls as a run records them; ConfigError naming the first field that is not."""
+    if not isinstance(served, list):
+        raise ConfigError(f"{where}: served: expected an array of the calls the tool server answered")
+    for index, made in enumerate(served):
+        if not isinstance(made, dict):
+            raise ConfigError(f"{where}: served[{index}]: expected an object")
+        missing = [name for name in SERVED_FIELDS if name not in made]
+        if missing:
+            raise ConfigError(f"{where}: served[{index}]: a call without {', '.join(missing)}")
+        for name, (what, fits) in {**SERVED_FIELDS, **SERVED_OPTIONAL}.items():
+            if name in made and not fits(made[name]):
+                raise ConfigError(f"{where}: served[{index}].{name}: expected {what}")
 
 
 def _object(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from harness.exchanges import Place, at
+from harness.exchanges import Place, at, served_by
 from harness.records import (
     NO_BUDGET,
     AgentRequest,
@@ -155,6 +155,7 @@ def converse(
                 request = replace(
                     request, tool_server=(endpoint.url, endpoint.call_url), tools_called=observed.called(endpoint)
                 )
+                served_by(endpoint)  # a cassette records the calls it answers, a replay plays them to it
                 if endpoints is not None:
                     endpoints += observed.secret_paths(endpoint)
             try:
@@ -163,6 +164,7 @@ def converse(
                 reply = Reply.failed(err)
             reply = read_names(_checked(reply, tools), tools)
             if endpoint is not None and served is not None:
+                served_by(None)
                 endpoint.end()
                 steps.append(observed.observed_step(reply, endpoint, served, repeats, index + 1))
                 break

@@ -4,17 +4,21 @@
 the command and the stub backends for theirs): `request` makes what the backend sends as the cassette keys it, `send`
 makes the real exchange and returns what it gave as JSON. A run installs its tape (harness/cassette.py) once; with none
 installed, exchange just sends (the request is not made, and the cassette's module never imported). The conversation
-says where each exchange happens (at): the task, the trial, the turn, the step.
+says where each exchange happens (at): the task, the trial, the turn, the step; and, for an agent that runs its own
+tools, which tool server endpoint serves it (served_by).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import record
+
+if TYPE_CHECKING:
+    from harness.serving.tools import ServedTurn
 
 # A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
 Fields = Mapping[str, tuple[str, Callable[[Any], bool]]]
@@ -69,6 +73,17 @@ def at(place: Place) -> None:
 def placed() -> Place | None:
     """Where this thread's next exchange happens, when the conversation said."""
     return getattr(_HERE, "place", None)
+
+
+def served_by(endpoint: ServedTurn | None) -> None:
+    """Say which tool server endpoint serves this thread's next exchange (None: none, from now on): the run's cassette
+    records the calls it answers during the exchange with it, and a replay plays the recorded ones to it."""
+    _HERE.endpoint = endpoint
+
+
+def serving() -> ServedTurn | None:
+    """The tool server endpoint that serves this thread's exchange, when the conversation said."""
+    return getattr(_HERE, "endpoint", None)
 
 
 def held(seconds: float) -> None:

@@ -699,6 +699,7 @@ class BadCassettes(TempDirTestCase):
     def test_each_bad_cassette_is_named_with_its_line(self) -> None:
         head = '{"format":"agent-eval-cassette","version":1,"backend":"stub"}\n'
         entry = {"task": "t", "trial": 1, "turn": 1, "step": 1, "key": "a" * 64, "request": {}, "reply": {}}
+        served = {"name": "t", "args": {}, "result": "ok", "source": "case", "case": 0}
         cases = {
             "missing": (None, "cannot read the cassette: No such file or directory"),
             "folder": (None, "cannot read the cassette: Is a directory"),
@@ -748,6 +749,23 @@ class BadCassettes(TempDirTestCase):
                 ).encode(),
                 "line 3: latencyMs: the cassette's exchanges add up to more than 2^52 milliseconds, more than a "
                 "results file holds",
+            ),
+            "served-not-calls": (
+                (head + json.dumps({**entry, "served": {}}) + "\n").encode(),
+                "line 2: served: expected an array of the calls the tool server answered",
+            ),
+            "served-call-without-result": (
+                (head + json.dumps({**entry, "served": [{"name": "t", "args": {}, "source": "case"}]}) + "\n").encode(),
+                "line 2: served[0]: a call without result",
+            ),
+            "served-from-nowhere": (
+                (head + json.dumps({**entry, "served": [{**served, "source": "model"}]}) + "\n").encode(),
+                "line 2: served[0].source: expected one of case, default, environment, injected, script, sequence, "
+                "unscripted",
+            ),
+            "served-case-negative": (
+                (head + json.dumps({**entry, "served": [{**served, "case": -1}]}) + "\n").encode(),
+                "line 2: served[0].case: expected a whole number from 0",
             ),
             "repeated-key": (
                 (head + json.dumps(entry)[:-1] + ', "reply": {"text": "other"}}\n').encode(),

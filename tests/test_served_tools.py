@@ -293,13 +293,6 @@ class ServedWorlds(TempDirTestCase):
             ),
         )
 
-    def test_a_replay_judges_no_state_of_an_agent_that_runs_its_own_tools(self) -> None:
-        cassette = os.path.join(self.tmp, "c.jsonl")
-        self.run_http(McpAgent(CAREFUL), "--task", "share-with-ana", "--record", cassette)
-        stdout, stderr, code = self.run_http(McpAgent(CAREFUL), "--task", "share-with-ana", "--replay", cassette)
-        self.assertEqual((stdout, code), ("", 2))
-        self.assertIn("tasks[1].expect.state: a replay of the http backend's agent", stderr)
-
 
 class FlakyTools(TempDirTestCase):
     """A tool whose script says failFirst: N fails its first N calls in a trial (a 503, an MCP error) before the

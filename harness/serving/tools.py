@@ -152,18 +152,23 @@ class ServedTurn:
 
     def call(self, name: str, arguments: Any) -> ServedCall | None:
         """Answer one call of a tool by its offered name, recorded; None when the turn has ended (nothing called)."""
+        task_name = self.offered.get(name)
+        return self.answer(_call(name if task_name is None else task_name, name, arguments, self.turn))
+
+    def answer(self, call: ToolCall) -> ServedCall | None:
+        """Answer a call as read (by its task-file name, the name it was called by kept when it differs; a replay
+        plays its recorded calls so), recorded; None when the turn has ended (nothing called)."""
+        task_name = self.offered.get(call.reported_name or call.name)
         with self._lock:
             if self.ended:
                 return None
-            task_name = self.offered.get(name)
-            call = _call(name if task_name is None else task_name, name, arguments, self.turn)
             if self._trial.calls >= MAX_CALLS:
                 self.refused += 1
                 refused = ToolResult(call, {"error": f"more than {MAX_CALLS} calls in this trial"}, "unscripted")
                 return ServedCall(refused, self.turn, True)
             self._trial.calls += 1
-            if task_name is None:
-                result = ToolResult(call, {"error": f"no tool named {name} is offered"}, "unscripted")
+            if task_name != call.name:
+                result = ToolResult(call, {"error": f"no tool named {call.name} is offered"}, "unscripted")
             elif call.args_error is not None:
                 result = ToolResult(call, {"error": call.args_error}, "unscripted")
             elif self._trial.failure is not None:
