@@ -459,7 +459,8 @@ class Slow:
         self.done = []
 
     def wait(self):
-        open(self.marker, "w").close()
+        with open(self.marker, "w") as f:
+            f.write(str(os.getpid()))
         time.sleep(30)
         self.done.append("wait")
         return "waited"
@@ -545,3 +546,14 @@ class Interrupted(TempDirTestCase):
         self.assertIn("interrupted", stderr)
         results = self.read_json("eval-results.json")
         self.assertTrue(results["interrupted"])
+        with open(marker, encoding="utf-8") as f:
+            worker = int(f.read())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the environment's worker answering the served call outlived the run")
