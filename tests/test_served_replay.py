@@ -191,6 +191,24 @@ class ReplayedWorlds(TempDirTestCase):
         for secret in (paths[0], TOKEN):
             self.assertNotIn(secret, written)
 
+    def test_a_secret_sent_in_a_served_call_the_reply_leaves_out_is_a_leak_replayed_as_it_was_live(self) -> None:
+        def leaks(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            call_served(received.json["toolServer"]["callUrl"], "fs_read", {"path": TOKEN})
+            send_json(handler, {"text": "Done."})
+
+        agent = self.serve(leaks)
+        env = self.env(agent.url(), EVAL_AGENT_TOKEN=TOKEN)
+        argv = ("--task", "tidy-up", "--record", "c.jsonl", "--out", "recorded.json")
+        _, stderr, code = run_cli(*argv, env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1))
+        agent.__exit__()
+        argv = ("--task", "tidy-up", "--replay", "c.jsonl", "--out", "replayed.json")
+        stdout, stderr, code = run_cli(*argv, env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        replayed = self.read_json("replayed.json")
+        self.assertEqual(comparable(replayed), comparable(self.read_json("recorded.json")))
+        self.assertEqual(verdicts(replayed)["tidy-up"][1], "leak:secret")
+
 
 class ReplayedCommand(TempDirTestCase):
     """A command agent served its tools at EVAL_TOOL_SERVER_URL, recorded, then replayed without running it."""
