@@ -336,7 +336,8 @@ class Pacer:
 
     def release(self, ticket: Ticket, status: int | None, headers: Mapping[str, str]) -> None:
         """An attempt is over: its response's status and headers (None when it got none) say what is left."""
-        found = allowances(headers, time.time()) if status is not None else {}
+        # What most responses of most agents say of their limits is nothing: then no clock is read for it.
+        found = {} if status is None or REMAINING.isdisjoint(headers) else allowances(headers, time.time())
         with self._lock:
             self._release(ticket, status, headers, found)
 

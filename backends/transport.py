@@ -166,11 +166,13 @@ class Transport:
         place = exchanges.placed()
         task = place.task if place else None
         cost = self.pacer.estimate(task, len(body))
-        again = (lambda attempt: self._request(json_bytes({**payload, "attempt": attempt}))) if numbered else None
+        renumbered = payload if numbered else None
+        if exchanges.installed() is None:  # a run's every request: with no cassette, no closure is made for one
+            return self._outcome(self._sent(request, cost, task, len(body), renumbered, may_retry))
         return self._outcome(
             exchanges.exchange(
                 lambda: {**self._wire, "body": payload},
-                lambda: self._sent(request, cost, task, len(body), again, may_retry),
+                lambda: self._sent(request, cost, task, len(body), renumbered, may_retry),
                 self.hidden,
                 shape=_recorded,
             )
@@ -185,20 +187,20 @@ class Transport:
         cost: tuple[int, int],
         task: str | None,
         size: int,
-        again: Callable[[int], bytes] | None = None,
+        renumbered: Mapping[str, Any] | None = None,
         may_retry: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         """The final outcome of the request, paced and retried as need be, as JSON: the last response, or the error that
         ended the attempts without one. A 429 that said how long to wait spends no retry; the waits are bounded. A
-        request the other end may have started on is retried only when retry_after_send; again: the request as the
-        attempt of that number, when the body says which."""
+        request the other end may have started on is retried only when retry_after_send; renumbered: the payload whose
+        "attempt" each attempt's request says, when the body says which."""
         pacer = self.pacer
         deadline = time.monotonic() + RATE_LIMIT_WAIT
         attempt = spent = 0
         while True:
             attempt += 1
-            if again is not None and attempt > 1:
-                request = again(attempt)
+            if renumbered is not None and attempt > 1:
+                request = self._request(json_bytes({**renumbered, "attempt": attempt}))
             try:
                 ticket = pacer.acquire(cost, deadline)
             except BackendError as err:

@@ -61,7 +61,15 @@ class Recorder(Protocol):
         """The recorded latency of a trial's replayed exchanges, summed."""
 
 
-_HERE = threading.local()  # each worker thread's place, and the seconds its requests were held before they were sent
+class _Here(threading.local):
+    """Each worker thread's place, and the seconds its requests were held before they were sent."""
+
+    # Defaults read from the class: getattr with a default costs a caught AttributeError, twice a trial.
+    place: Place | None = None
+    held = 0.0
+
+
+_HERE = _Here()
 _TAPE: Recorder | None = None
 
 
@@ -72,7 +80,7 @@ def at(place: Place) -> None:
 
 def placed() -> Place | None:
     """Where this thread's next exchange happens, when the conversation said."""
-    return getattr(_HERE, "place", None)
+    return _HERE.place
 
 
 def served_by(endpoint: ServedTurn | None) -> None:
@@ -89,12 +97,12 @@ def serving() -> ServedTurn | None:
 def held(seconds: float) -> None:
     """This thread's request waited `seconds` before it was sent (the rate limits' hold, the run's first request):
     the harness's time, not the agent's, so neither its latency nor its trial's duration counts it."""
-    _HERE.held = held_so_far() + seconds
+    _HERE.held += seconds
 
 
 def held_so_far() -> float:
     """Seconds this thread's requests were held before they were sent, so far."""
-    return getattr(_HERE, "held", 0.0)
+    return _HERE.held
 
 
 def install(tape: Recorder | None) -> None:

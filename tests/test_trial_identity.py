@@ -147,8 +147,8 @@ class TrialIdentity(TempDirTestCase):
         self.assertEqual(len({body["trialId"] for body in bodies}), 6, "no two trials share an id, across tasks too")
 
     def test_no_two_runs_share_a_trial_or_a_conversation_id(self) -> None:
-        """The ids are a keyed hash of a count, the key drawn at each start: the second run counts from 0 as the first
-        did, and its ids must still be new, or an agent keying what it did by them would carry it over."""
+        """The ids are drawn from the system's random source at each start: the second run's must be new, or an agent
+        keying what it did by them would carry it over."""
         data = canonical_task_data()
         data["tasks"] = [BANNER, SINGLE]
         tasks = self.write_json("tasks.json", data)
