@@ -3,9 +3,8 @@ whole trial taken together for scoring."""
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from harness.records import (
     replace,
 )
 from harness.scoring import call_problem, repeated_steps
-from harness.text import CALL_SIGN, provider_name, sha256_hex
+from harness.text import CALL_SIGN, provider_name
 
 if TYPE_CHECKING:
     from harness.environments import World
@@ -37,11 +36,11 @@ if TYPE_CHECKING:
 UNSCRIPTED = "no result scripted for {name}"
 INJECTED = "503 Service Unavailable (injected)"  # what a failFirst call answers: a transient failure, worth a retry
 FAILED = -1  # where the player counts a tool's injected failures, beside its cases' counts
-# A trial's and a conversation's ids: a keyed hash of a count, as unguessable as os.urandom's (an agent may key what it
-# did by them) without its system call per trial, which lets go of the interpreter lock: at a concurrency of 4 each
-# release hands it to another worker, and the trial then waits to take it back.
-_ID_KEY = os.urandom(32)
-_IDS = itertools.count()
+# A trial's and a conversation's ids: os.urandom's, drawn a batch at a time rather than with a system call per trial,
+# which lets go of the interpreter lock: at a concurrency of 4 each release hands it to another worker, and the trial
+# then waits to take it back.
+ID_BATCH = 256
+_ids: Iterator[str] = iter(())
 
 
 def agent_request(
@@ -57,7 +56,7 @@ def agent_request(
 
     Never anything of the task's expectation. The tools it has now, for a task that narrows or adds them.
     """
-    prompt = (task.prompt, *task.turns)[len(history)]
+    prompt = task.turns[len(history) - 1] if history else task.prompt
     tools = task.offered[len(history)] if task.offered else None
     return AgentRequest(task.id, prompt, conversation_id, tuple(history), tuple(steps), tools, trial_id, trial)
 
@@ -198,14 +197,25 @@ def converse(
 
 
 def unguessable_id() -> str:
-    """32 hex digits no one can guess from the ids made before it, unique within the run."""
-    return sha256_hex(_ID_KEY + next(_IDS).to_bytes(8, "big"))[:32]
+    """32 hex digits no one can guess from the ids made before it: 128 bits from the system's random source."""
+    global _ids
+    made = next(_ids, None)
+    if made is None:  # a worker that finds the batch spent too draws one of its own: its ids are as good
+        drawn = os.urandom(16 * ID_BATCH).hex()
+        _ids = iter([drawn[start : start + 32] for start in range(0, len(drawn), 32)])
+        made = next(_ids)
+    return made
 
 
 def read_names(reply: Reply, tools: Collection[str]) -> Reply:
     """The reply, each call of a name no tool has but one tool has as providers take it (an agent on a provider's API
     reports `imageman_asset_get` for `imageman.asset.get`) read as that tool, the name it reported kept beside it."""
-    if not tools or all(call.name in tools for call in reply.tool_calls):
+    if not tools:
+        return reply
+    for call in reply.tool_calls:  # a loop, not all() over a generator: every reply of every trial is looked at
+        if call.name not in tools:
+            break
+    else:
         return reply
     safe = _provider_names(frozenset(tools))
     calls = tuple(
@@ -235,6 +245,8 @@ def _checked(reply: Reply, tools: Collection[str]) -> Reply:
 def whole_reply(turns: Sequence[Turn]) -> Reply:
     """Every step of every turn as one reply: all calls in order (each marked with its turn), all text, the last
     reply's error and loop, the attempts and tokens summed (an error's too); refused only when no step called a tool."""
+    if len(turns) == 1 and len(turns[0].steps) == 1:  # a single prompt's one reply: most trials
+        return turns[0].steps[0].reply
     replies = [(number, step.reply) for number, turn in enumerate(turns, 1) for step in turn.steps]
     if len(replies) == 1:
         return replies[0][1]

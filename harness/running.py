@@ -37,6 +37,7 @@ STOPS_THE_RUN = {"reply:key-rejected"}
 # run stops rather than send the rest into them.
 RATE_LIMITED = "reply:rate-limited"
 TOOL_SERVER = "EVAL_TOOL_SERVER_URL"  # what a trial's tool server paths are masked as: the setting that shows them
+NO_WORLD = nullcontext()  # a trial's with no environment: one for the run, not one made for every trial
 WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 # Set by the run's signal handlers besides the KeyboardInterrupt they raise, which is lost when it comes while the
 # interpreter compiles a module it imports: a run must not go on, or wait for ever, after a Ctrl-C it did not hear.
@@ -85,9 +86,10 @@ def run_task(
         outcome = score(task, reply, secrets)
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
-    replies = [whole_reply((turn,)) for turn in turns] if task.judges_turns else []
-    outcome, turns = score_turns(task, outcome, turns, replies, secrets)
-    outcome = score_budget(task, outcome, reply, duration_ms, turns)
+    if task.judges_turns:
+        outcome, turns = score_turns(task, outcome, turns, [whole_reply((turn,)) for turn in turns], secrets)
+    if task.budget is not None:  # without one, only the loop rule, which the conversation keeps
+        outcome = score_budget(task, outcome, reply, duration_ms, turns)
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if endpoints:  # the trial's paths on the tool server: whoever knows one may call its tools
@@ -105,7 +107,7 @@ def _world(
     """The trial's world, when its task has an environment; an agent that runs its own tools never calls one unless
     the run serves it, and its untouched state would be no final state."""
     if task.environment is None or not (backend.PLAYS_TOOLS or served):
-        return nullcontext()
+        return NO_WORLD
     from harness.environments import world_of  # its worker process: only a run with an environment pays for it
 
     return world_of(task.environment, hidden)

@@ -164,17 +164,18 @@ def json_bytes(value: Any) -> bytes:
 
 def nested_deeper(value: Any, levels: int) -> bool:
     """Whether a JSON value nests more than this many arrays and objects (walked without recursion)."""
-    # The arrays and objects at each depth, the rest left out: arguments with none inside are read in one step.
+    # The arrays and objects at each depth, the rest left out: arguments with none inside are read in one step. Loops,
+    # not a comprehension: every tool call's arguments are walked, and before Python 3.12 a comprehension is a call.
     level: list[Any] = [value] if isinstance(value, (list, dict)) else []
     for _ in range(levels):
-        if not level:
+        inner: list[Any] = []
+        for node in level:
+            for item in node.values() if isinstance(node, dict) else node:
+                if isinstance(item, (list, dict)):
+                    inner.append(item)
+        if not inner:
             return False
-        level = [
-            item
-            for node in level
-            for item in (node.values() if isinstance(node, dict) else node)
-            if isinstance(item, (list, dict))
-        ]
+        level = inner
     return bool(level)
 
 
