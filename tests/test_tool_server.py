@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from harness.conversation import ToolPlayer
 from harness.environments import World, world_of
-from harness.records import Environment, Task, TaskFile, ToolScript
+from harness.records import Environment, Task, TaskFile, Tool, ToolScript
 from harness.serving.tools import MAX_BODY, MAX_CALLS, PROTOCOL_VERSIONS, ServedTurn, ToolServer
 from harness.taskfile import load_task_file
 from tests.support import DATA, ROOT
@@ -267,6 +267,23 @@ class ThePlainEndpoint(Serving):
         status, _, answer = post(served.call_url, {"name": "fs.rm", "arguments": ["notes.txt"]})
         self.assertEqual(json.loads(answer), {"error": "arguments are not a JSON object"})
         self.assertEqual([call.result.call.args_error for call in served.calls()], ["arguments are not a JSON object"])
+
+    def test_a_lone_surrogate_the_result_echoes_is_answered_escaped_on_both_endpoints(self) -> None:
+        cut = "launch \U0001f680"[:-1] + "\ud83d"  # what a JavaScript agent slicing UTF-16 sends
+        tool = Tool("assets.search", "Search.", {"type": "object", "properties": {"query": {"type": "string"}}})
+        player = ToolPlayer({tool.name: ToolScript(results=({"found": {"echo": "query"}},))})
+        served = self.server.serve([tool], player.answer, 1)
+        status, _, body = post(served.call_url, {"name": tool.name, "arguments": {"query": cut}})
+        self.assertEqual((status, json.loads(body)), (200, {"result": {"found": cut}}))
+        self.assertIn(b"\\ud83d", body, "escaped: the body is UTF-8")
+        client = {"name": "t", "version": "1"}
+        init = {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {}, "clientInfo": client}
+        _, headers, _ = post(served.url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        session = {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": PROTOCOL_VERSIONS[0]}
+        call = {"name": tool.name, "arguments": {"query": cut}}
+        status, _, body = post(served.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, session)
+        self.assertEqual((status, json.loads(body)["result"]["structuredContent"]), (200, {"found": cut}))
+        self.assertEqual([c.result.content for c in served.calls()], [{"found": cut}] * 2)
 
 
 class Isolation(Serving):

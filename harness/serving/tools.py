@@ -101,7 +101,6 @@ class ServedTurn:
                 ]
             },
             default=_plain,
-            ensure_ascii=False,
         )
         self.turn = turn
         self.sessions: dict[str, str] = {}  # session id -> the protocol version it negotiated
@@ -571,4 +570,5 @@ def _error(ident: Any, code: int, message: str, supported: Sequence[str] = ()) -
 
 
 def _dumped(message: Any) -> bytes:
-    return json.dumps(message, ensure_ascii=False, default=_plain).encode("utf-8")
+    # ASCII, escapes and all: a lone surrogate an agent sent (a JavaScript agent's cut emoji) has no UTF-8.
+    return json.dumps(message, default=_plain).encode("ascii")
