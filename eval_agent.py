@@ -38,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from backends import BACKEND, BACKENDS, choose
-from backends.options import TOOL_SERVER_HOST, Serving
+from backends.options import TOOL_SERVER, TOOL_SERVER_HOST, Serving
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
@@ -199,6 +199,12 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     if unserved is not None:  # recorded before a cassette held the served calls: no call to play, no world changed
         judged = next(
             (state for task in tasks if task.id in unserved for state in (task.state, *task.turn_states) if state), None
+        )
+    if judged is not None and not backend.PLAYS_TOOLS and serving is None and hasattr(backend_settings, "serving"):
+        raise ConfigError(
+            f"{config.tasks_path}: {judged.where}: {TOOL_SERVER.var}=off serves the {backend_name} backend's agent no "
+            "tools, and a state is judged on the world its served calls changed; run state checks with the tools "
+            f"served ({TOOL_SERVER.var}=on) or on a provider backend"
         )
     if judged is not None and not backend.PLAYS_TOOLS and (not served or unserved is not None):
         raise ConfigError(

@@ -53,7 +53,7 @@ class CommandSettings:
     fields: Mapping[str, Any]
     timeout: float
     max_response_bytes: int
-    serving: Serving
+    serving: Serving | None  # None: the run serves no tools (EVAL_TOOL_SERVER=off)
 
 
 class CommandAgentBackend:

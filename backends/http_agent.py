@@ -69,7 +69,7 @@ class HttpSettings:
     retries: int
     retry_after_send: bool
     max_response_bytes: int
-    serving: Serving
+    serving: Serving | None  # None: the run serves no tools (EVAL_TOOL_SERVER=off)
 
 
 def request_body(

@@ -199,6 +199,15 @@ AGENT_CMD = Setting(
 )
 
 # Each backend's settings, in the order --help lists them.
+TOOL_SERVER = Setting(
+    var="EVAL_TOOL_SERVER",
+    flag="--tool-server",
+    help="on: serve the agent the tools the harness plays for a task (an environment, scripted results) and judge the "
+    "calls it answered; off: serve none and judge the calls the agent reports (no state can then be judged)",
+    read=choice("on", "off"),
+    default="on",
+    metavar="MODE",
+)
 TOOL_NAMES = Setting(
     var="EVAL_TOOL_NAMES",
     flag="--tool-names",
@@ -243,7 +252,7 @@ TOOL_SERVER_URL = Setting(
     read=http_url,
     metavar="URL",
 )
-SERVING = (TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)
+SERVING = (TOOL_SERVER, TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)
 
 
 @record
@@ -256,8 +265,10 @@ class Serving:
     advertised: str | None
 
 
-def serving(sources: Sources) -> Serving:
-    """The tool server's settings."""
+def serving(sources: Sources) -> Serving | None:
+    """The tool server's settings; None when the run serves no tools."""
+    if sources.get(TOOL_SERVER) == "off":
+        return None
     return Serving(sources.get(TOOL_NAMES) == "safe", sources.get(TOOL_SERVER_HOST), sources.get(TOOL_SERVER_URL))
 
 

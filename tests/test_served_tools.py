@@ -21,10 +21,12 @@ from harness.conversation import ToolPlayer
 from harness.records import ToolCall, ToolScript
 from tests.providers import conversation_fake
 from tests.support import (
+    CANNED,
     CLI_TIMEOUT,
     DATA,
     ROOT,
     SCRIPT,
+    SHIPPED_TASKS,
     Received,
     Respond,
     TempDirTestCase,
@@ -557,3 +559,37 @@ class Interrupted(TempDirTestCase):
             time.sleep(0.05)
         else:
             self.fail("the environment's worker answering the served call outlived the run")
+
+
+class ServingOff(TempDirTestCase):
+    """EVAL_TOOL_SERVER=off: an agent that cannot use served tools yet is served none, and the calls it reports are
+    judged, as before tools were served; a state check then has no world to judge and is refused at start."""
+
+    def test_an_agent_served_no_tools_is_judged_on_the_calls_it_reports(self) -> None:
+        bodies: list[dict[str, Any]] = []
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            bodies.append(received.json)
+            steps = CANNED[received.json["prompt"]]
+            calls = [step["toolCall"] for step in steps if step.get("toolCall")]
+            send_json(handler, {"toolCalls": calls, "text": "Tagged."})
+
+        agent = self.serve(respond)
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TASKS=SHIPPED_TASKS, EVAL_CANARY="canary-5e0b")
+        stdout, stderr, code = run_cli("--task", "asset-tag-from-search", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 1), stdout)
+        self.assertIn("tool:unobserved", stdout, "served, the calls it never made are no calls")
+        stdout, stderr, code = run_cli("--task", "asset-tag-from-search", "--tool-server", "off", env=env, cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        self.assertNotIn("toolServer", bodies[-1])
+
+    def test_a_state_check_with_no_tools_served_is_refused_at_start(self) -> None:
+        env = clean_env(EVAL_AGENT_URL="http://127.0.0.1:9/run", EVAL_TASKS=WORLD_TASKS, EVAL_TOOL_SERVER="off")
+        stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
+        self.assertEqual((stdout, code), ("", 2))
+        self.assertEqual(
+            stderr,
+            f"eval_agent: error: {WORLD_TASKS}: tasks[0].expect.state: EVAL_TOOL_SERVER=off serves the http backend's "
+            "agent no tools, and a state is judged on the world its served calls changed; run state checks with the "
+            "tools served (EVAL_TOOL_SERVER=on) or on a provider backend\n",
+        )
