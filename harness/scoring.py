@@ -86,8 +86,9 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
 def repeated_steps(steps: Sequence[Step], repeats: int, turn: int) -> str | None:
     """Why a turn's last `repeats` steps are a loop: each made the same calls (in any order) and got the same results
     for them, so nothing the agent did moved it on; None when they are not. Calls alike within one step are not a loop
-    (parallel calls), nor is a call whose result changed (polling)."""
-    if len(steps) < repeats or not steps[-1].results:
+    (parallel calls), nor is a call whose result changed (polling), nor one that got a failFirst failure: its next
+    call is answered otherwise."""
+    if len(steps) < repeats or not steps[-1].results or any(r.source == "injected" for r in steps[-1].results):
         return None
     last = steps[-1]
     if not all(_same_step(step, last) for step in steps[-repeats:-1]):

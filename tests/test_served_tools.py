@@ -300,19 +300,19 @@ class FlakyTools(TempDirTestCase):
     """A tool whose script says failFirst: N fails its first N calls in a trial (a 503, an MCP error) before the
     script or the environment answers: an agent that retries recovers, one that does not leaves the world unchanged."""
 
-    def flaky_share(self) -> str:
-        """examples/worlds with share-with-ana's fs.share failing once."""
+    def flaky_share(self, fails: int = 1) -> str:
+        """examples/worlds with share-with-ana's fs.share failing its first `fails` calls."""
         with open(WORLD_TASKS, encoding="utf-8") as f:
             data = json.load(f)
         shutil.copy(os.path.join(ROOT, WORLDS, "files.py"), self.tmp)
         (task,) = [task for task in data["tasks"] if task["id"] == "share-with-ana"]
-        task["toolResults"] = {"fs.share": {"failFirst": 1}}
+        task["toolResults"] = {"fs.share": {"failFirst": fails}}
         data["tasks"] = [task]
         return self.write_json("tasks.json", data)
 
-    def run_with(self, agent: McpAgent) -> tuple[str, str, int]:
+    def run_with(self, agent: McpAgent, fails: int = 1) -> tuple[str, str, int]:
         served = self.serve(agent)
-        env = clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=self.flaky_share(), EVAL_TOOL_NAMES="safe")
+        env = clean_env(EVAL_AGENT_URL=served.url(), EVAL_TASKS=self.flaky_share(fails), EVAL_TOOL_NAMES="safe")
         return run_cli(env=env, cwd=self.tmp)
 
     def test_an_agent_that_retries_a_failed_call_passes(self) -> None:
@@ -324,6 +324,12 @@ class FlakyTools(TempDirTestCase):
             [("contacts.find", "case"), ("fs.share", "injected"), ("fs.share", "environment")],
         )
         self.assertEqual(step["results"][1]["result"], {"error": "503 Service Unavailable (injected)"})
+
+    def test_an_agent_that_retries_through_as_many_failures_as_the_loop_rule_counts_is_not_a_loop(self) -> None:
+        stdout, stderr, code = self.run_with(McpAgent(CAREFUL, tries=4), fails=3)  # maxRepeats is 3
+        self.assertEqual((stderr, code), ("", 0), stdout)
+        (step,) = self.read_json("eval-results.json")["results"][0]["trialResults"][0]["conversation"][0]["steps"]
+        self.assertEqual([result["source"] for result in step["results"]], ["case", *["injected"] * 3, "environment"])
 
     def test_an_agent_that_does_not_retry_fails_on_the_state(self) -> None:
         stdout, stderr, code = self.run_with(McpAgent(CAREFUL))
