@@ -248,12 +248,10 @@ def _head_end(buffer: bytearray, first_newline: int) -> int:
     """Where the blank line that ends a response head ends, or -1 while it has not arrived."""
     if first_newline < 0:
         return -1
-    ends = [
-        found + size
-        for found, size in ((buffer.find(b"\n\r\n", first_newline), 3), (buffer.find(b"\n\n", first_newline), 2))
-        if found >= 0
-    ]
-    return min(ends, default=-1)
+    crlf, lf = buffer.find(b"\n\r\n", first_newline), buffer.find(b"\n\n", first_newline)
+    if crlf < 0 or 0 <= lf < crlf:  # the first blank line ends it, however its lines end
+        return lf + 2 if lf >= 0 else -1
+    return crlf + 3
 
 
 def _remaining(deadline: float) -> float:
