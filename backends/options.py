@@ -245,11 +245,22 @@ TOOL_SERVER_HOST = Setting(
     shown="127.0.0.1",
     metavar="HOST",
 )
+
+
+def base_of_paths(url: str, where: str) -> str:
+    """An http:// or https:// URL that a trial's path can be added to: one with no query or fragment to land in."""
+    url = http_url(url, where)
+    if "?" in url or "#" in url:
+        raise ConfigError(f"{where}: a base URL the trials' paths are added to has no query or fragment")
+    return url
+
+
 TOOL_SERVER_URL = Setting(
     var="EVAL_TOOL_SERVER_URL",
     flag="--tool-server-url",
-    help="the tool server's base URL as the agent reaches it (a tunnel's), when not the address it binds",
-    read=http_url,
+    help="the tool server's base URL as the agent reaches it (a tunnel's; no query or fragment), when not the address "
+    "it binds",
+    read=base_of_paths,
     metavar="URL",
 )
 SERVING = (TOOL_SERVER, TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)

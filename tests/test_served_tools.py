@@ -277,6 +277,20 @@ class ServedWorlds(TempDirTestCase):
         self.assertIn("old-notes.txt']} from", written, "the served tools answered at the advertised address")
         self.assertNotIn("/tools/", written + stdout + stderr)
 
+    def test_an_advertised_url_with_a_query_or_a_fragment_is_exit_2_as_the_paths_would_land_in_it(self) -> None:
+        for advertised in ("https://tools.example/tools?team=a", "https://tools.example/#tools"):
+            with self.subTest(advertised):
+                stdout, stderr, code = self.run_http(McpAgent(CAREFUL), EVAL_TOOL_SERVER_URL=advertised)
+                self.assertEqual(
+                    (stdout, stderr, code),
+                    (
+                        "",
+                        "eval_agent: error: EVAL_TOOL_SERVER_URL: a base URL the trials' paths are added to has no "
+                        "query or fragment\n",
+                        2,
+                    ),
+                )
+
     def test_an_address_the_server_cannot_bind_is_exit_2_naming_the_setting(self) -> None:
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
