@@ -41,16 +41,19 @@ def secret_paths(endpoint: ServedTurn) -> tuple[str, str]:
 def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: int | None, turn: int) -> Step:
     """The turn's one step: the reply with the calls the server answered in its place, in order, each with its result;
     an error when the environment failed, or when the reply reports a call of a served tool the server never answered
-    (tool:unobserved); an answered call the reply leaves out is kept, marked unreported. The loop rule reads each
+    (tool:unobserved); an answered call the reply leaves out is kept, marked unreported; a call of the agent's own tools
+    (none of the task file's) is kept after them, as reported. The loop rule reads each
     answered call as a step of its own: the agent's own steps are not seen."""
     if endpoint.bug is not None:
         raise endpoint.bug  # the harness's own, not the agent's: the boundary's exit 4
     results = [call.result for call in endpoint.calls()]
     unreported = list(range(len(results)))
     unobserved: ToolCall | None = None
+    own: list[ToolCall] = []
     for call in reply.tool_calls:
         if call.name not in served.tools:
-            continue  # one of the agent's own tools: unjudged
+            own.append(call)  # one of the agent's own tools: not served, judged as reported (a refusal that made one)
+            continue
         alike = [i for i in unreported if results[i].call.name == call.name]
         same = next((i for i in alike if json_equal(results[i].call.args, call.args)), alike[0] if alike else None)
         if same is None:
@@ -58,7 +61,7 @@ def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: i
         else:
             unreported.remove(same)
     played = tuple(replace(result, unreported=True) if i in unreported else result for i, result in enumerate(results))
-    judged = replace(reply, tool_calls=tuple(result.call for result in played))
+    judged = replace(reply, tool_calls=(*(result.call for result in played), *own))
     if endpoint.failure is not None:
         judged = replace(judged, error_code=endpoint.failure.code, error=str(endpoint.failure))
     elif unobserved is not None and judged.error_code is None:

@@ -411,6 +411,11 @@ class WhatTheServerSaw(TempDirTestCase):
         with open(os.path.join(self.tmp, "junit.xml"), encoding="utf-8") as f:
             self.assertIn('fs.rm returned "deleted notes.txt" (called on the tool server, unreported)', f.read())
 
+    def test_a_refusal_that_reports_a_call_of_the_agent_s_own_tool_fails_as_without_a_tool_server(self) -> None:
+        trial = self.run_with({"refusal": True}, [], ["shell.exec"])  # a tool of its own: not served
+        self.assertEqual((trial["status"], trial["code"]), ("fail", "refusal:called-tool"))
+        self.assertEqual(trial["toolCalls"], [{"name": "shell.exec", "args": {}}])
+
     def test_a_budget_counts_the_calls_the_server_answered(self) -> None:
         trial = self.run_with({"tool": "fs.ls", "budget": {"maxToolCalls": 1}}, ["fs.ls", "fs.ls"], ["fs.ls"])
         self.assertEqual((trial["status"], trial["code"]), ("fail", "budget:tool-calls"))
