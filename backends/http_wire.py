@@ -25,7 +25,7 @@ RECV_SIZE = 65536
 STATUS_LINE = re.compile(rb"(HTTP/1\.[0-9]) ([0-9]{3})(?: ([^\x00\r\n\x0b\x0c]*))?")
 FIELD_LINE = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*")
 # The same field lines, matched without backtracking (the value's spaces are trimmed after), ended; and a whole head's.
-FIELD_LINE_ENDED = re.compile(rb"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):([^\x00\r\n\x0b\x0c]*)\r?\n")
+FIELD_LINE_ENDED = re.compile(r"([-!#$%&'*+.^_`|~0-9a-zA-Z]+):([^\x00\r\n\x0b\x0c]*)\r?\n")  # in latin-1 text
 FIELD_LINES = re.compile(rb"(?:[-!#$%&'*+.^_`|~0-9a-zA-Z]+:[^\x00\r\n\x0b\x0c]*\r?\n)*\r?\n")
 CONTENT_LENGTH = re.compile(r"[0-9]{1,20}")
 CHUNK_HEADER = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*\r\n")
@@ -200,10 +200,11 @@ class Connection:
         version, code, reason = status.groups()
         block = head[head.index(b"\n") + 1 :]
         if FIELD_LINES.fullmatch(block) and block.count(b"\n") <= MAX_HEADERS + 1:
-            # The usual head, checked whole in one pass: no folded lines, every line a well-formed field.
+            # The usual head, checked whole in one pass: no folded lines, every line a well-formed field; decoded whole,
+            # not a name and a value at a time (a name is ASCII, which latin-1 reads alike).
             headers: dict[str, str] = {}
-            for name, value in FIELD_LINE_ENDED.findall(block):
-                key, text = name.decode().lower(), value.strip(b" \t").decode("latin-1")
+            for name, value in FIELD_LINE_ENDED.findall(block.decode("latin-1")):
+                key, text = name.lower(), value.strip(" \t")
                 headers[key] = f"{headers[key]}, {text}" if key in headers else text
         else:
             lines = [line[:-1] if line.endswith(b"\r") else line for line in block.split(b"\n")]
