@@ -163,6 +163,16 @@ class RealMcpClients(Serving):
         self.assertEqual(world.state()["shared"], {"notes.txt": ["bo@example.com"]})
         self.assertEqual([call.result.source for call in served.calls()], ["default", "environment"])
 
+    def test_a_tool_whose_schema_leaves_out_its_object_type_is_listed_as_the_sdk_requires(self) -> None:
+        schema = {"properties": {"query": {"type": "string"}}}  # the task file takes it: a call's args are an object
+        served = self.server.serve([Tool("assets.search", "Search.", schema)], ToolPlayer({}).answer, 1)
+
+        async def listed(session: ClientSession) -> Any:
+            return await session.list_tools()
+
+        (listing,) = mcp_session(served.url, listed)
+        self.assertEqual(listing.tools[0].input_schema, {"type": "object", **schema})
+
     def test_a_scripted_error_is_an_mcp_error_and_recorded_as_one(self) -> None:
         served, _ = self.share_turn()
 

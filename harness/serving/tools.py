@@ -95,7 +95,8 @@ class ServedTurn:
                     {
                         "name": served_as.get(tool.name, tool.name),
                         "description": tool.description,
-                        "inputSchema": tool.input_schema or {"type": "object"},
+                        # MCP requires the object type the task file lets go unsaid; a client refuses the listing
+                        "inputSchema": {"type": "object", **tool.input_schema},
                     }
                     for tool in tools
                 ]
