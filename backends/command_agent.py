@@ -86,6 +86,9 @@ class CommandAgentBackend:
         self._secrets = command_secrets(self.argv[1:], AGENT_CMD.var) | field_secrets(self.fields, REQUEST_FIELDS.var)
         queries = query_values(self.argv[1:], AGENT_CMD.var) | query_values(strings(self.fields), REQUEST_FIELDS.var)
         self.hidden = hidden | Secrets(self._secrets) | Secrets(queries)
+        # A command served no tools is told of no server: the setting EVAL_TOOL_SERVER_URL (a base URL) is not one.
+        unserved = TOOL_SERVER_URL.var in os.environ
+        self._unserved_env = {k: v for k, v in os.environ.items() if k != TOOL_SERVER_URL.var} if unserved else None
         atexit.register(_end_all)
 
     def secrets(self) -> dict[str, str]:
@@ -147,7 +150,7 @@ class CommandAgentBackend:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     start_new_session=True,
-                    env={**os.environ, TOOL_SERVER_URL.var: tool_server} if tool_server else None,
+                    env={**os.environ, TOOL_SERVER_URL.var: tool_server} if tool_server else self._unserved_env,
                 )
             except OSError as exc:
                 raise BackendError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -475,6 +476,25 @@ class ServedToACommand(TempDirTestCase):
         self.assertEqual((stderr, code), ("", 0), stdout)
         trial = self.read_json("eval-results.json")["results"][0]["trialResults"][0]
         self.assertEqual(trial["finalState"]["shared"], {"notes.txt": ["ana@example.com"]})
+
+    def test_a_command_whose_task_has_no_tools_served_finds_no_tool_server_in_its_environment(self) -> None:
+        data = {
+            "version": 1,
+            "tools": [{"name": "fs.ls", "description": "List.", "inputSchema": {"type": "object"}}],
+            "tasks": [{"id": "ls", "category": "fs", "prompt": "List my files.", "expect": {"tool": "fs.ls"}}],
+        }
+        says = "import json, os; print(json.dumps({'text': os.environ.get('EVAL_TOOL_SERVER_URL', 'none')}))"
+        for tool_server in ("on", "off"):
+            with self.subTest(tool_server=tool_server):
+                env = clean_env(
+                    EVAL_AGENT_CMD=f"{sys.executable} -c {shlex.quote(says)}",
+                    EVAL_TASKS=self.write_json("tasks.json", data),
+                    EVAL_TOOL_SERVER=tool_server,
+                    EVAL_TOOL_SERVER_URL="http://host.docker.internal:8765",  # a container's way to the served tools
+                )
+                stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
+                self.assertEqual((stderr, code), ("", 1), stdout)
+                self.assertEqual(self.read_json("eval-results.json")["results"][0]["trialResults"][0]["text"], "none")
 
 
 SLOW_WORLD = """
