@@ -35,7 +35,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends import BACKEND, BACKENDS, choose
 from backends.options import TOOL_SERVER, TOOL_SERVER_HOST, Serving
@@ -52,6 +52,9 @@ from harness.stages import STOP_SIGNALS, Run, judge, report, send, write
 from harness.taskfile import load_task_file
 from harness.text import internal_error, provider_name
 from harness.verdict import EXIT_CONFIG, EXIT_GATE_MET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREACHABLE
+
+if TYPE_CHECKING:
+    from harness.serving.models import ModelProxy
 
 # What the process that started the run ignores stays ignored, as Python itself leaves an ignored SIGINT: nohup's
 # SIGHUP, a shell script's `cmd &` SIGINT.
@@ -159,6 +162,8 @@ def run(argv: Sequence[str]) -> int:
     finally:
         if prepared.served is not None:  # the run's boundary: also on Ctrl-C and on a bug
             prepared.served.server.close()
+        if prepared.proxy is not None:
+            prepared.proxy.close()
 
 
 def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
@@ -227,8 +232,10 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
     if config.replay_path:
         plan += f", replaying {config.replay_path}"
+    upstream: str | None = getattr(backend_settings, "model_proxy", None)
     return Run(
         served=_tool_server(serving, task_file) if serving and served and not config.dry_run else None,
+        proxy=_model_proxy(upstream) if upstream and not config.dry_run else None,
         config=config,
         task_file=task_file,
         selected=selected,
@@ -257,6 +264,13 @@ def _tool_server(serving: Serving, task_file: TaskFile) -> Served:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None
     names = {provider_name(tool.name): tool.name for tool in task_file.tools} if serving.safe_names else None
     return Served(server, {tool.name: tool for tool in task_file.tools}, names)
+
+
+def _model_proxy(upstream: str) -> ModelProxy:
+    """The run's model proxy, started on 127.0.0.1 (a free port): only a run that proxies its agent's model calls."""
+    from harness.serving.models import ModelProxy
+
+    return ModelProxy(upstream)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

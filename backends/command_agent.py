@@ -18,6 +18,7 @@ from backends.options import (
     AGENT_CMD,
     COMMAND,
     MAX_RESPONSE_BYTES,
+    MODEL_PROXY,
     REQUEST_FIELDS,
     TIMEOUT,
     TOOL_SERVER_URL,
@@ -42,6 +43,7 @@ POLL = 0.05  # seconds between looks at whether the command has ended, while its
 # The process groups of the commands running now, each ended when its command is done; those left when the run ends
 # (a Ctrl-C while workers run them) are ended then.
 RUNNING: set[int] = set()
+MODEL_BASE_URL = "EVAL_MODEL_BASE_URL"  # where a command's model client is to send its calls, when the run proxies them
 RECORDED = exchanges.answer_or_failure({"stdout": exchanges.TEXT})  # as _ran gives it
 
 
@@ -54,6 +56,7 @@ class CommandSettings:
     timeout: float
     max_response_bytes: int
     serving: Serving | None  # None: the run serves no tools (EVAL_TOOL_SERVER=off)
+    model_proxy: str | None = None  # the upstream the run proxies the agent's model calls to
 
 
 class CommandAgentBackend:
@@ -72,6 +75,7 @@ class CommandAgentBackend:
             timeout=sources.get(TIMEOUT),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
             serving=serving(sources),
+            model_proxy=sources.get(MODEL_PROXY),
         )
 
     def __init__(
@@ -109,7 +113,7 @@ class CommandAgentBackend:
         payload = request_body(request, self.run_id, self.fields, self.tools)
         outcome = exchanges.exchange(
             lambda: {"body": payload},
-            lambda: self._ran(json_bytes(payload), request.tool_server and request.tool_server[0]),
+            lambda: self._ran(json_bytes(payload), _environment(request)),
             self.hidden,
             shape=RECORDED,
         )
@@ -126,15 +130,15 @@ class CommandAgentBackend:
                 f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
             ) from None
 
-    def _ran(self, body: bytes, tool_server: str | None = None) -> dict[str, Any]:
-        """The command run once on this stdin (and told the MCP endpoint serving its tools, if any): what it printed,
-        as text; or why it gave no reply."""
+    def _ran(self, body: bytes, told: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The command run once on this stdin (and told, in its environment, the MCP endpoint serving its tools and
+        the base URL of its model proxy, if any): what it printed, as text; or why it gave no reply."""
         try:
-            return {"stdout": self._run_command(body, tool_server).decode("utf-8", "surrogateescape")}
+            return {"stdout": self._run_command(body, told).decode("utf-8", "surrogateescape")}
         except BackendError as err:
             return {"error": err.code, "reason": err.reason}
 
-    def _run_command(self, body: bytes, tool_server: str | None = None) -> bytes:
+    def _run_command(self, body: bytes, told: Mapping[str, str] | None = None) -> bytes:
         """What the command printed on stdout; BackendError when it could not start, timed out, printed too much or
         failed, unless what it printed says what it did before it failed."""
         import subprocess  # only a run of this backend pays for these
@@ -150,7 +154,7 @@ class CommandAgentBackend:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     start_new_session=True,
-                    env={**os.environ, TOOL_SERVER_URL.var: tool_server} if tool_server else self._unserved_env,
+                    env={**(self._unserved_env or os.environ), **told} if told else self._unserved_env,
                 )
             except OSError as exc:
                 raise BackendError(
@@ -196,6 +200,15 @@ class CommandAgentBackend:
                 last = self.hidden.clip(" | ".join(line.decode("utf-8", "replace").rstrip() for line in stderr), 200)
                 raise BackendError("reply:command-exit", f"the command exited with {code}{': ' + last if last else ''}")
         return bytes(stdout)
+
+
+def _environment(request: AgentRequest) -> dict[str, str] | None:
+    """What a command is told in its environment besides the run's: where its tools are served, where its model is
+    proxied."""
+    if request.tool_server is None and request.model_proxy is None:
+        return None
+    told = {TOOL_SERVER_URL.var: request.tool_server[0]} if request.tool_server else {}
+    return {**told, MODEL_BASE_URL: request.model_proxy} if request.model_proxy else told
 
 
 def _write_stdin(proc: subprocess.Popen[bytes], body: bytes) -> None:

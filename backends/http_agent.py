@@ -10,6 +10,7 @@ from backends.contract import conversation_messages, parse_reply, partial_reply
 from backends.options import (
     HEADERS,
     MAX_RESPONSE_BYTES,
+    MODEL_PROXY,
     REQUEST_FIELDS,
     RETRIES,
     RETRY_AFTER_SEND,
@@ -70,6 +71,7 @@ class HttpSettings:
     retry_after_send: bool
     max_response_bytes: int
     serving: Serving | None  # None: the run serves no tools (EVAL_TOOL_SERVER=off)
+    model_proxy: str | None = field(default=None, repr=False)  # the upstream the run proxies the agent's model calls to
 
 
 def request_body(
@@ -78,7 +80,8 @@ def request_body(
     """The JSON the agent receives: EVAL_AGENT_BODY's fields, then the prompt, task id, run id, trial id, trial and
     attempt (1: the transport numbers the retries); for a task with follow-up turns, also the conversation's id, the
     turn, and the messages so far (the newest user message last); for a task that narrows or adds tools, the tools the
-    agent has at this turn (tools: the file's, by name); for a trial whose tools the harness serves, where."""
+    agent has at this turn (tools: the file's, by name); for a trial whose tools the harness serves, where; for a run
+    that proxies the agent's model calls, the base URL of the trial's path on the proxy."""
     body = {
         "prompt": request.prompt,
         "taskId": request.task_id,
@@ -95,6 +98,8 @@ def request_body(
         body["tools"] = [tool_entry(tools[name]) for name in request.tools]
     if request.tool_server is not None:
         body["toolServer"] = {"url": request.tool_server[0], "callUrl": request.tool_server[1]}
+    if request.model_proxy is not None:
+        body["modelProxy"] = {"baseUrl": request.model_proxy}
     return body
 
 
@@ -118,6 +123,7 @@ class HttpAgentBackend:
         RETRY_AFTER_SEND,
         MAX_RESPONSE_BYTES,
         *SERVING,
+        MODEL_PROXY,
     )
 
     @classmethod
@@ -138,6 +144,7 @@ class HttpAgentBackend:
             retry_after_send=sources.get(RETRY_AFTER_SEND),
             max_response_bytes=sources.get(MAX_RESPONSE_BYTES),
             serving=serving(sources),
+            model_proxy=sources.get(MODEL_PROXY),
         )
 
     def __init__(

@@ -13,7 +13,7 @@ from harness.records import ConfigError, record, replace
 from harness.settings import Setting, Sources, choice, number, read_json, switch
 from harness.text import lone_surrogate
 
-RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt", "toolServer")
+RESERVED_BODY_KEYS = ("prompt", "taskId", "runId", "trialId", "trial", "attempt", "toolServer", "modelProxy")
 
 
 def request_fields(text: str, where: str) -> dict[str, Any]:
@@ -264,6 +264,16 @@ TOOL_SERVER_URL = Setting(
     metavar="URL",
 )
 SERVING = (TOOL_SERVER, TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)
+MODEL_PROXY = Setting(
+    var="EVAL_MODEL_PROXY",
+    flag="--model-proxy",
+    help="the upstream model API's base URL (https://api.openai.com/v1): the harness proxies the agent's model calls "
+    "to it on 127.0.0.1, records each trial's calls and tokens, and tells the agent the base URL (modelProxy.baseUrl, "
+    "EVAL_MODEL_BASE_URL)",
+    read=base_of_paths,
+    metavar="URL",
+    shown="unset: no proxy",
+)
 
 
 @record
@@ -283,7 +293,7 @@ def serving(sources: Sources) -> Serving | None:
     return Serving(sources.get(TOOL_NAMES) == "safe", sources.get(TOOL_SERVER_HOST), sources.get(TOOL_SERVER_URL))
 
 
-COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES, *SERVING)
+COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES, *SERVING, MODEL_PROXY)
 OPENAI = (
     MODEL,
     OPENAI_BASE_URL,

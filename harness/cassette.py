@@ -35,7 +35,7 @@ MAX_LATENCY_MS = 2**52
 # What differs on every run of the same request: the run's id, a trial's and a conversation's ids, where its tools are
 # served (a path that is a secret, too); and what the place of an exchange says already (the trial), or a retry inside
 # it changes (the attempt).
-VOLATILE = frozenset({"runId", "trialId", "conversationId", "trial", "attempt", "toolServer"})
+VOLATILE = frozenset({"runId", "trialId", "conversationId", "trial", "attempt", "toolServer", "modelProxy"})
 # The id a provider backend gives a call its provider sent without one (backends/provider.py's call_id): numbered in
 # the order the run's calls came, which threads and the selection change; a key numbers them anew in each request.
 MADE_ID = re.compile(r"(call_h|toolu_h|gemini_h)[0-9]+")

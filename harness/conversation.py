@@ -122,6 +122,7 @@ def converse(
     trial: int = 1,
     served: Served | None = None,
     endpoints: list[str] | None = None,
+    model_proxy: str | None = None,
 ) -> tuple[tuple[Turn, ...], str]:
     """Send the task turn by turn, step by step; the conversation, and its id (empty for a single prompt).
 
@@ -131,7 +132,8 @@ def converse(
     failing. A turn that checks its state has the world's state taken when it ends, kept from the agent. Each request
     carries the trial's id, made here, and its number (which of the task's), and is placed for the run's cassette.
     An agent that runs its own tools, when the run serves them (served), is given a new tool server endpoint each turn
-    (each added to endpoints), and what the server answered is the turn's step (harness/observed.py).
+    (each added to endpoints), and what the server answered is the turn's step (harness/observed.py). An agent whose
+    model calls the run proxies is told the base URL of the trial's path on the proxy (model_proxy) in each request.
     """
     conversation_id = unguessable_id()[:16] if task.turns else ""
     trial_id = unguessable_id()
@@ -150,6 +152,8 @@ def converse(
         while True:
             at(Place(task.id, trial, index + 1, len(steps) + 1))
             request = agent_request(task, conversation_id, turns, steps, trial_id, trial)
+            if model_proxy is not None:
+                request = replace(request, model_proxy=model_proxy)
             if endpoint is not None:
                 request = replace(
                     request, tool_server=(endpoint.url, endpoint.call_url), tools_called=observed.called(endpoint)

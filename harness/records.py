@@ -525,6 +525,20 @@ class Served:
 
 
 @record
+class ModelCall:
+    """A model call an agent made through the run's model proxy, as the proxy saw it: the API's wire format, the
+    model, the answer's status and tokens (None: its usage did not say), the time it took, and why it failed."""
+
+    form: str  # openai-chat, openai-responses, anthropic-messages, gemini, other
+    model: str | None
+    status: int
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float
+    error: str | None = None  # unreachable, upstream-gone, client-gone
+
+
+@record
 class AgentSurface:
     """What a provider backend gives the model besides the prompt: the tools and the system prompt, never an answer."""
 
@@ -633,6 +647,7 @@ class AgentRequest:
     tool_server: tuple[str, str] | None = None  # the MCP and the plain endpoint serving this turn's tools, if any
     # With tool_server: whether the agent has called them yet in this turn (then no retry: the world has changed).
     tools_called: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+    model_proxy: str | None = None  # the base URL of this trial's path on the run's model proxy, if any
 
     @property
     def turn(self) -> int:
@@ -731,6 +746,10 @@ class Result:
     turns: tuple[Turn, ...] = ()
     conversation_id: str = ""
     end: EndState | None = None  # the environment's final state, when the task has one and the trial got that far
+    # The calls the run's model proxy forwarded for the trial (None: it had none), and the usage the agent itself
+    # reported when the proxy's tokens stand in its place.
+    model_calls: tuple[ModelCall, ...] | None = None
+    reported_usage: tuple[int, int] | None = None
 
 
 @record

@@ -19,6 +19,7 @@ from harness.records import (
     EndState,
     Figure,
     Growth,
+    ModelCall,
     Result,
     ResultSource,
     Summary,
@@ -158,6 +159,27 @@ TRIAL = {
     "attempts": WHOLE,
     "durationMs": NUMBER,
     "usage": Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE}),
+    "reportedUsage": IfThere({"inputTokens": WHOLE, "outputTokens": WHOLE}),
+    "modelCalls": IfThere(
+        {
+            "count": WHOLE,
+            "models": [TEXT],
+            "inputTokens": Maybe(WHOLE),
+            "outputTokens": Maybe(WHOLE),
+            "latencyMs": NUMBER,
+            "calls": [
+                {
+                    "format": TEXT,
+                    "model": MAYBE_TEXT,
+                    "status": WHOLE,
+                    "inputTokens": Maybe(WHOLE),
+                    "outputTokens": Maybe(WHOLE),
+                    "latencyMs": NUMBER,
+                    "error": IfThere(TEXT),
+                }
+            ],
+        }
+    ),
     "turns": IfThere(WHOLE),
     "steps": IfThere(WHOLE),
     "conversationId": IfThere(TEXT),
@@ -328,7 +350,38 @@ def _trial_entry(result: Result) -> dict[str, Any]:
         entry["unscripted"] = list(unscripted)
     if result.end is not None:
         entry.update(_end_entry(result.end))
+    if result.model_calls is not None:
+        entry["modelCalls"] = _model_calls(result.model_calls)
+        if result.reported_usage is not None:
+            entry["reportedUsage"] = {"inputTokens": result.reported_usage[0], "outputTokens": result.reported_usage[1]}
     return entry
+
+
+def _model_calls(calls: Sequence[ModelCall]) -> dict[str, Any]:
+    """What the model proxy saw of a trial's model calls: how many, the models, the tokens (null unless every answered
+    call said its own), the time they took, and each call."""
+    from harness.proxied import proxied_usage
+
+    usage = proxied_usage(calls)
+    return {
+        "count": len(calls),
+        "models": list(dict.fromkeys(call.model for call in calls if call.model)),
+        "inputTokens": usage and usage[0],
+        "outputTokens": usage and usage[1],
+        "latencyMs": round(sum(call.latency_ms for call in calls), 1),
+        "calls": [
+            {
+                "format": call.form,
+                "model": call.model,
+                "status": call.status,
+                "inputTokens": call.input_tokens,
+                "outputTokens": call.output_tokens,
+                "latencyMs": call.latency_ms,
+                **({"error": call.error} if call.error else {}),
+            }
+            for call in calls
+        ],
+    }
 
 
 def _end_entry(end: EndState, key: str = "finalState") -> dict[str, Any]:

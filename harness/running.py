@@ -29,6 +29,7 @@ from harness.scoring import score, score_budget, score_turns
 
 if TYPE_CHECKING:
     from harness.environments import World
+    from harness.serving.models import ModelProxy
 
 # A provider that rejected the API key will reject it for every task: stop rather than repeat the error.
 STOPS_THE_RUN = {"reply:key-rejected"}
@@ -61,35 +62,57 @@ def run_task(
     tools: Collection[str] = (),
     trial: int = 1,
     served: Served | None = None,
+    proxy: ModelProxy | None = None,
 ) -> Result:
     """Send one task, turn by turn and step by step, and score the whole conversation; a BackendError ends it in error.
 
     secrets: what the harness holds, which a reply leaks by containing; hidden: every value never to be written (the
     secrets and the tasks' forbidden text), masked in the replies and the verdict before anything else sees them;
     tools: the task file's tool names, which a reply may write a call of as text; trial: which of the task's trials
-    this is; served: the run's tool server, for an agent that runs its own tools. A replayed trial lasts as long as its
-    recorded exchanges did, and what the replay itself took; a trial does not last the time its requests were held
-    before they were sent (by the rate limits, or for the run's first).
+    this is; served: the run's tool server, for an agent that runs its own tools; proxy: the run's model proxy, for one
+    whose model calls it proxies (a path of the trial's own, its calls' tokens the trial's). A replayed trial lasts as
+    long as its recorded exchanges did, and what the replay itself took; a trial does not last the time its requests
+    were held before they were sent (by the rate limits, or for the run's first).
     """
     started, held = time.perf_counter(), exchanges.held_so_far()
     end = None
     served = served if served is not None and task.plays_tools else None
     endpoints: list[str] = []
+    proxied, usage = (proxy.trial() if proxy is not None else None), None
     with _world(task, backend, hidden, served) as world:
-        turns, conversation_id = converse(backend, task, tools, world, trial, served, endpoints)
+        try:
+            turns, conversation_id = converse(
+                backend, task, tools, world, trial, served, endpoints, proxied.base_url if proxied else None
+            )
+        finally:
+            if proxied is not None:
+                proxied.end()
         # the agent's time: the end state's check is ours, and so is a request's wait before it was sent
         duration_ms = (time.perf_counter() - started - (exchanges.held_so_far() - held)) * 1000
         tape = exchanges.installed()
         if tape is not None and tape.replaying:  # what the replay took (the harness, a tool world) and the agent then
             duration_ms += tape.latency_ms(task.id, trial)
         reply = whole_reply(turns)
+        if proxied is not None:
+            from harness.proxied import MODEL_PROXY, proxied_usage
+
+            model_calls, reported = proxied.calls(), reply.usage
+            usage = proxied_usage(model_calls)
+            if usage is not None:  # what the proxy saw is the truth; the agent's own account is kept beside it
+                reply = replace(reply, usage=usage)
+            hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
         outcome = score(task, reply, secrets)
+        if proxied is not None and proxy is not None:
+            from harness.proxied import unreachable
+
+            outcome = unreachable(model_calls, proxy.shown_upstream) or outcome
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
     if task.judges_turns:
         outcome, turns = score_turns(task, outcome, turns, [whole_reply((turn,)) for turn in turns], secrets)
     if task.budget is not None:  # without one, only the loop rule, which the conversation keeps
-        outcome = score_budget(task, outcome, reply, duration_ms, turns)
+        # A token budget is judged on the proxy's tokens, when it saw them, not on what each step reported.
+        outcome = score_budget(task, outcome, reply, duration_ms, turns if usage is None else ())
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if endpoints:  # the trial's paths on the tool server: whoever knows one may call its tools
@@ -98,6 +121,11 @@ def run_task(
         reply, outcome = _masked(reply, hidden), replace(outcome, reason=hidden.mask(outcome.reason or "") or None)
         turns = tuple(_masked_turn(turn, hidden) for turn in turns)
         end = end and replace(end, state=hidden.mask_json(end.state))
+    if proxied is not None:
+        differs = reported is not None and reported != reply.usage
+        return Result(
+            task, reply, outcome, duration_ms, turns, conversation_id, end, model_calls, reported if differs else None
+        )
     return Result(task, reply, outcome, duration_ms, turns, conversation_id, end)
 
 
@@ -172,6 +200,7 @@ def run_jobs(
     hidden: Secrets = NO_SECRETS,
     tools: Collection[str] = (),
     served: Served | None = None,
+    proxy: ModelProxy | None = None,
 ) -> Ending:
     """Run jobs (a task per trial) `concurrency` at a time and hand on their results in job order.
 
@@ -189,7 +218,7 @@ def run_jobs(
     trials = _trial_numbers(jobs)
 
     def run(index: int) -> Result:
-        return run_task(backend, jobs[index], secrets, hidden, tools, trials[index], served)
+        return run_task(backend, jobs[index], secrets, hidden, tools, trials[index], served, proxy)
 
     leftovers: dict[int, Result] = {}  # finished in a worker but not yet taken when the run was cut short
     pool = _run_pool(run, len(jobs), concurrency, leftovers) if concurrency > 1 else None

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from harness.cassette import Tape
     from harness.comparison import Comparison
     from harness.records import Pacing
+    from harness.serving.models import ModelProxy
 
     class Pacer(Protocol):
         """What a run asks of the pacer of a backend that posts through a Transport (the engine imports no backend)."""
@@ -69,6 +70,7 @@ class Run:
     compared_with: dict[str, Any] | None  # what its results say of that baseline
     plan: str  # the console's first line, masked
     served: Served | None = None  # the tool server of an agent that runs its own tools, when the harness plays some
+    proxy: ModelProxy | None = None  # the model proxy of an agent whose model calls the run proxies (EVAL_MODEL_PROXY)
 
 
 @record(kw_only=True)
@@ -145,7 +147,7 @@ def send(run: Run) -> Sent:
     tool_names = frozenset(tool.name for tool in run.task_file.tools)
     exchanges.install(tape)
     try:
-        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names, run.served)
+        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names, run.served, run.proxy)
     finally:
         exchanges.install(None)
     if tape is not None and ending.stopped_by is not None:  # a replay answers what this run never sent so, not a miss

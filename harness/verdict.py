@@ -24,7 +24,8 @@ EXIT_CODES = (
     "4 internal error (a bug in the harness), 130 interrupted"
 )
 # Error codes that mean the agent was never really asked: when every trial ends in one, nothing was evaluated.
-UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected"})
+# model:unreachable (harness.proxied's): the model proxy reached none of the agent's model calls' upstream.
+UNREACHABLE = frozenset({"reply:connect", "reply:tls", "reply:auth", "reply:key-rejected", "model:unreachable"})
 # harness.cassette's: a request its cassette holds no reply for, or a reply edited into what no run records
 REPLAYED_NOTHING = frozenset({"replay:miss", "replay:bad-reply"})
 # Codes of a trial that did what its task asks but broke its budget (harness.scoring's), and of one whose tokens no

@@ -27,7 +27,7 @@ UNUSED_BY_A_PLAIN_RUN = {
     "harness.environments", "subprocess", "tempfile", "pathlib", "harness.cassette", "harness.textcalls",
     "harness.serving.tools", "http.server", "backends.provider", "backends.openai_chat", "backends.openai_responses",
     "backends.anthropic_messages", "backends.gemini", "backends.command_agent", "signal",
-    "harness.observed",
+    "harness.observed", "harness.serving.models", "harness.proxied",
 }  # fmt: skip
 # What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
 # scripted results, each turn's checks, a tool environment and its state, a budget, argValues and checkArgs.

@@ -163,6 +163,7 @@ def unreachable_reason(manifest: Mapping[str, Any], first: Mapping[str, Any]) ->
     url = manifest["backendSettings"].get("url", manifest["backend"])
     reasons = {
         "reply:key-rejected": trial["reason"],
+        "model:unreachable": trial["reason"],
         "reply:auth": f"{url} rejected the credentials: {trial['reason']}",
     }
     return reasons.get(trial["code"], f"could not reach {url}: {trial['reason']}")

@@ -1,0 +1,33 @@
+"""An agent whose model calls the run proxies (harness/serving/models.py): the proxy's record of a trial's calls is the
+truth of its tokens, the agent's own account of them kept beside; and a trial none of whose calls reached the model is
+an error, as an agent that could not be reached is.
+
+Loaded only by a trial its run proxies the model calls of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.records import ModelCall, Outcome
+
+MODEL_UNREACHABLE = "model:unreachable"
+MODEL_PROXY = "EVAL_MODEL_PROXY"  # what a trial's path and its agent's key are masked as: the setting that proxies them
+
+
+def proxied_usage(calls: Sequence[ModelCall]) -> tuple[int, int] | None:
+    """The (input, output) tokens of the calls the upstream answered, summed; None when one of them did not say its
+    usage (the tokens are then not known), or none was answered."""
+    answered = [call for call in calls if call.error is None and 200 <= call.status < 300]
+    if not answered or any(call.input_tokens is None or call.output_tokens is None for call in answered):
+        return None
+    return sum(call.input_tokens or 0 for call in answered), sum(call.output_tokens or 0 for call in answered)
+
+
+def unreachable(calls: Sequence[ModelCall], upstream: str) -> Outcome | None:
+    """The trial's error when the proxy could not reach the upstream for any of its calls and none got through."""
+    failed = sum(call.error == "unreachable" for call in calls)
+    if not failed or any(call.error is None for call in calls):
+        return None
+    made = f"{failed} model call{'' if failed == 1 else 's'}"
+    return Outcome("error", MODEL_UNREACHABLE, f"the model proxy could not reach {upstream} ({made}, none got through)")

@@ -1,0 +1,504 @@
+"""The model proxy: an in-app agent's model calls, forwarded to the upstream API (EVAL_MODEL_PROXY) with the agent's own
+headers and key, and answered as the upstream answered, a stream passed on chunk by chunk as it comes.
+
+What it forwarded is what the harness saw: every call is recorded on the trial whose path it came to, with its wire
+format, model, tokens (from the answer's usage), latency and status. A path is 192 random bits and the only way in; a
+path no trial holds is a 404 that sends nothing. The agent's key is forwarded and never written: the values of its key
+headers and of a key= query are gathered per trial, for the run to mask. Nothing a client does can hold the run:
+bodies are capped, every read and write has a timeout, and close() shuts every connection, the upstream's too.
+
+http.client rather than the backends' Transport: the proxy relays whatever the agent sends, a stream as it comes, with
+no retries, pacing or JSON contract of the harness's own, which are what Transport is for.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from harness.records import ModelCall
+
+if TYPE_CHECKING:
+    import http.client
+
+MAX_BODY = 32 * 1024 * 1024  # bytes of one request's body: a model request with images in it is large
+MAX_ANSWER = 64 * 1024 * 1024  # bytes of an answer read whole to find its usage; past them, passed on unread
+MAX_CONNECTIONS = 256
+IDLE = 60.0  # seconds a connection to the agent may wait on one read or one write
+UPSTREAM_WAIT = 600.0  # seconds the upstream may take to answer, or between two chunks of a stream: a model thinks
+DRAIN = 2.0  # seconds a refused body is read and thrown away, so that its sender reads the refusal
+CLOSE_WAIT = 2.0  # seconds close() waits for the connections' threads, once every connection is shut
+POLL = 0.2
+CHUNK = 65536
+TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
+KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
+# Hop-by-hop headers (RFC 9110 7.6.1) and those the proxy sets itself: never forwarded either way.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",  # asked for as is: the usage is read from the answer, which the agent gets as it came
+    }
+)
+UNREACHABLE = "unreachable"
+CLIENT_GONE = "client-gone"
+UPSTREAM_GONE = "upstream-gone"
+
+
+def wire_format(path: str) -> str:
+    """The API a call's path speaks: openai-chat, openai-responses, anthropic-messages, gemini, or other."""
+    if path.endswith("/chat/completions"):
+        return "openai-chat"
+    if path.endswith("/responses"):
+        return "openai-responses"
+    if path.endswith("/messages"):
+        return "anthropic-messages"
+    if path.endswith((":generateContent", ":streamGenerateContent")):
+        return "gemini"
+    return "other"
+
+
+def usage_of(form: str, message: Any, seen: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
+    """The (input, output) tokens a response or one event of a stream says, over what earlier events said."""
+    given, made = seen
+    if not isinstance(message, dict):
+        return seen
+    if form == "gemini":
+        metadata = message.get("usageMetadata")
+        if isinstance(metadata, dict):
+            given = _count(metadata.get("promptTokenCount"), given)
+            output = [_count(metadata.get(k), None) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
+            if any(value is not None for value in output):
+                made = sum(value or 0 for value in output)
+        return given, made
+    if form == "openai-responses" and isinstance(message.get("response"), dict):
+        message = message["response"]  # response.completed's, a stream's last
+    if form == "anthropic-messages" and isinstance(message.get("message"), dict):
+        message = message["message"]  # message_start's
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return given, made
+    if form == "openai-chat":
+        return _count(usage.get("prompt_tokens"), given), _count(usage.get("completion_tokens"), made)
+    if form == "anthropic-messages":
+        cached = [_count(usage.get(k), None) or 0 for k in ("cache_creation_input_tokens", "cache_read_input_tokens")]
+        counted = _count(usage.get("input_tokens"), None)
+        return (given if counted is None else counted + sum(cached)), _count(usage.get("output_tokens"), made)
+    return _count(usage.get("input_tokens"), given), _count(usage.get("output_tokens"), made)
+
+
+def _count(value: Any, otherwise: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else otherwise
+
+
+def error_body(form: str, message: str) -> bytes:
+    """A 502's body in the shape of the API the agent called, so that its SDK says what failed."""
+    if form == "anthropic-messages":
+        shaped: Any = {"type": "error", "error": {"type": "api_error", "message": message}}
+    elif form == "gemini":
+        shaped = {"error": {"code": 502, "message": message, "status": "UNAVAILABLE"}}
+    else:
+        shaped = {"error": {"message": message, "type": "proxy_error", "param": None, "code": "upstream_unreachable"}}
+    return json.dumps(shaped).encode()
+
+
+class ProxiedTrial:
+    """One trial's path on the proxy, for all its turns: the model calls forwarded on it, in order, and the key values
+    its agent sent."""
+
+    def __init__(self, base: str) -> None:
+        self.token = secrets.token_urlsafe(24)
+        self.base_url = f"{base}/{self.token}"
+        self.keys: set[str] = set()
+        self._calls: list[ModelCall] = []
+        self._lock = threading.Lock()
+        self._on_end: Any = lambda token: None
+
+    def calls(self) -> tuple[ModelCall, ...]:
+        """The calls forwarded on this path, in the order they ended."""
+        with self._lock:
+            return tuple(self._calls)
+
+    def add(self, call: ModelCall) -> None:
+        with self._lock:
+            self._calls.append(call)
+
+    def end(self) -> None:
+        """Forward nothing on this path from now on."""
+        self._on_end(self.token)
+
+
+class ModelProxy:
+    """The run's model proxy on 127.0.0.1 (a free port): each trial's calls forwarded upstream at a path of its own."""
+
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0) -> None:
+        target = urlsplit(upstream)
+        self.upstream = target
+        # as said in a trial's error: without the userinfo, which may be a credential
+        self.shown_upstream = target._replace(netloc=target.netloc.rpartition("@")[2]).geturl()
+        self._listener = _Listener((host, port), _Handler)
+        self._listener.upstream = target
+        self.base = f"http://{host}:{self._listener.server_address[1]}"
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, args=(POLL,), name="model-proxy", daemon=True
+        )
+        self._thread.start()
+
+    def trial(self) -> ProxiedTrial:
+        """A new path for one trial's model calls."""
+        trial = ProxiedTrial(self.base)
+        trials = self._listener.trials
+        trial._on_end = lambda token: trials.pop(token, None)
+        trials[trial.token] = trial
+        return trial
+
+    def close(self) -> None:
+        """Stop: the listener and every connection (the agent's and the upstream's) shut, their threads waited for a
+        bounded time."""
+        if self._closed:
+            return
+        self._closed = True
+        listener = self._listener
+        listener.trials.clear()
+        listener.shutdown()
+        listener.server_close()
+        with listener.lock:
+            listener.closing = True
+            connections, threads = list(listener.connections), list(listener.threads)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + CLOSE_WAIT
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> ModelProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Listener(ThreadingHTTPServer):
+    """The HTTP server: a daemon thread per connection, each connection (and its upstream's) known to close()."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64
+    upstream: Any
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.trials: dict[str, ProxiedTrial] = {}
+        self.lock = threading.Lock()
+        self.connections: set[socket.socket] = set()
+        self.threads: set[threading.Thread] = set()
+        self.closing = False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.lock:
+            refused = self.closing or len(self.connections) >= MAX_CONNECTIONS
+            if not refused:
+                self.connections.add(request)
+        if refused:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        thread = threading.current_thread()
+        with self.lock:
+            self.threads.add(thread)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.lock:
+                self.connections.discard(request)
+                self.threads.discard(thread)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # a client gone away is no news; anything else is a bug
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection's requests: the path and the body checked, then the call forwarded and its answer passed on."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE
+    disable_nagle_algorithm = True
+    server: _Listener
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the run's console is the run's."""
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    do_GET = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_OPTIONS = do_POST
+
+    def _handle(self) -> None:
+        path, _, query = self.path.partition("?")
+        _, _, rest = path.partition("/")
+        token, slash, tail = rest.partition("/")
+        trial = self.server.trials.get(token)
+        if trial is None:
+            self._send(404, close=self._length() != 0)
+            return
+        body = self._body()
+        if body is None:
+            return
+        for name in KEY_HEADERS:
+            for value in self.headers.get_all(name) or ():
+                trial.keys.update({value, value.partition(" ")[2]} - {""})
+        trial.keys.update(value for key, value in parse_qsl(query) if key.lower() in ("key", "api_key") and value)
+        self._forward(trial, slash + tail, query, body)
+
+    def _length(self) -> int:
+        given = self.headers.get("Content-Length", "0")
+        return int(given) if given.isascii() and given.isdigit() else -1
+
+    def _body(self) -> bytes | None:
+        """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
+        if "Transfer-Encoding" in self.headers:
+            self._send(411, close=True)
+            return None
+        length = self._length()
+        if length < 0:
+            self._send(400, close=True)
+            return None
+        if length > MAX_BODY:
+            self._send(413, close=True)
+            self._drain()
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self.close_connection = True
+            return None
+        return body
+
+    def handle_expect_100(self) -> bool:
+        if self._length() > MAX_BODY:
+            self._send(413, close=True)
+            return False
+        return super().handle_expect_100()
+
+    def _drain(self) -> None:
+        """Read and drop what the client still sends, for DRAIN seconds at most, so that it reads the 413."""
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + DRAIN
+            while (left := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(left)
+                if not self.connection.recv(CHUNK):
+                    break
+        except OSError:
+            pass
+
+    def _forward(self, trial: ProxiedTrial, rest: str, query: str, body: bytes) -> None:
+        import http.client
+
+        upstream = self.server.upstream
+        form = wire_format(rest)
+        model = _requested_model(form, rest, body)
+        target = upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
+        headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
+        headers["Accept-Encoding"] = "identity"
+        started = time.perf_counter()
+        kind = http.client.HTTPSConnection if upstream.scheme == "https" else http.client.HTTPConnection
+        connection = kind(upstream.hostname or "", upstream.port, timeout=UPSTREAM_WAIT)
+        try:
+            try:
+                connection.connect()
+            except OSError as exc:
+                trial.add(ModelCall(form, model, 502, None, None, _since(started), UNREACHABLE))
+                reason = f"the model proxy could not reach the upstream API: {exc.strerror or type(exc).__name__}"
+                self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
+                return
+            self._watch(connection.sock)
+            try:
+                connection.request(self.command, target, body, headers)
+                response = connection.getresponse()
+            except OSError:
+                trial.add(ModelCall(form, model, 502, None, None, _since(started), UPSTREAM_GONE))
+                reason = "the upstream API closed the connection before it answered"
+                self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
+                return
+            self._relay(trial, form, model, response, started)
+        finally:
+            self._unwatch(connection.sock)
+            connection.close()
+
+    def _relay(
+        self, trial: ProxiedTrial, form: str, model: str | None, response: http.client.HTTPResponse, started: float
+    ) -> None:
+        """Pass the upstream's answer on: read whole when its length is said, else chunk by chunk as it comes."""
+        passed = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+        length = response.getheader("Content-Length")
+        streamed = length is None or not length.isdigit() or int(length) > MAX_ANSWER
+        error = None
+        usage: tuple[int | None, int | None] = (None, None)
+        answered = model
+        if not streamed:
+            try:
+                answer = response.read()
+            except OSError:
+                answer, error = b"", UPSTREAM_GONE
+            if error is None:
+                try:
+                    message = json.loads(answer)
+                except (ValueError, RecursionError):
+                    message = None
+                usage = usage_of(form, message, usage)
+                answered = _model_of(message, model)
+            # recorded before it is passed on: the agent's next step, and the trial's end, come after it
+            trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
+            if error is None:
+                self._send(response.status, answer, dict(passed), reason=response.reason)
+            else:
+                self._send(502, error_body(form, "the upstream API closed the connection mid-answer"))
+            return
+        else:
+            self.send_response_only(response.status, response.reason)
+            for key, value in passed:
+                self.send_header(key, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            events = _Events()
+            try:
+                for chunk in _chunks(response):
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    except OSError:
+                        error = CLIENT_GONE
+                        break
+                    for message in events.read(chunk):
+                        usage = usage_of(form, message, usage)
+                        answered = _model_of(message, answered)
+            except OSError:
+                error = UPSTREAM_GONE
+            if error is None:
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except OSError:
+                    error = CLIENT_GONE
+            else:
+                self.close_connection = True
+        trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
+
+    def _watch(self, sock: socket.socket | None) -> None:
+        if sock is not None:
+            with self.server.lock:
+                self.server.connections.add(sock)
+
+    def _unwatch(self, sock: socket.socket | None) -> None:
+        if sock is not None:
+            with self.server.lock:
+                self.server.connections.discard(sock)
+
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        close: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        try:
+            self.send_response_only(status, reason)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+
+class _Events:
+    """The JSON of a server-sent event stream's data lines (and of a JSON array streamed a line at a time), read as the
+    chunks come; a line past TAIL is passed on unread."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def read(self, chunk: bytes) -> Iterator[Any]:
+        *lines, last = (self.pending + chunk).split(b"\n")
+        self.pending = last if len(last) <= TAIL else b""
+        for line in lines:
+            line = line.strip()
+            if line.startswith(b"data:"):
+                line = line[5:].strip()
+            if not line or (b"usage" not in line and b"model" not in line):  # most events say neither: not parsed
+                continue
+            try:
+                yield json.loads(line.strip(b",[]") if line[:1] in b"[," else line)
+            except (ValueError, RecursionError):
+                continue
+
+
+def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
+    while True:
+        chunk = response.read1(CHUNK)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _requested_model(form: str, path: str, body: bytes) -> str | None:
+    """The model the call asks for: Gemini's is in its path, the others' in the body."""
+    if form == "gemini":
+        name = path.rpartition("/models/")[2].partition(":")[0]
+        return name or None
+    if b'"model"' not in body:
+        return None
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    model = message.get("model") if isinstance(message, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _model_of(message: Any, otherwise: str | None) -> str | None:
+    """The model the answer names (the exact version a provider ran), else what the call asked for."""
+    if isinstance(message, dict):
+        inner = message.get("response") or message.get("message")
+        for source in (message, inner if isinstance(inner, dict) else {}):
+            model = source.get("model") or source.get("modelVersion")
+            if isinstance(model, str):
+                return model
+    return otherwise
+
+
+def _since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

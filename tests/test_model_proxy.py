@@ -1,0 +1,484 @@
+"""The model proxy: an in-app agent's own model client (the official SDKs, as real clients) pointed at its trial's base
+URL on the run's proxy, against loopback fakes of the APIs that answer in each API's shape, streams included; what the
+run records of its calls; its key kept out of every output; and bad input bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import anthropic
+import openai
+
+from harness.serving.models import ModelProxy
+from tests.providers import anthropic_message, openai_completion
+from tests.support import CANNED, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+
+OPENAI_KEY = "sk-proxied-openai-key-0123456789abcdef"
+ANTHROPIC_KEY = "sk-ant-proxied-key-0123456789abcdef"
+GOOGLE_KEY = "AIza-proxied-header-key-0123456789"
+QUERY_KEY = "AIza-proxied-query-key-9876543210"
+# A command agent whose model client reads its base URL from the environment, as an agent in eval mode does.
+COMMAND_AGENT = """
+import json, os, sys
+import openai
+body = json.load(sys.stdin)
+client = openai.OpenAI(base_url=os.environ["EVAL_MODEL_BASE_URL"], max_retries=0, timeout=10)
+client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": body["prompt"]}])
+print(json.dumps({"toolCall": {"name": "imageman.asset.search", "args": {"tags": ["summer-campaign-2026"]}}}))
+"""
+WAIT = 10.0  # seconds: every wait in these tests is bounded by it
+
+
+def send_events(handler: BaseHTTPRequestHandler, events: Iterator[bytes]) -> None:
+    """A server-sent event stream, each event written (chunked) and flushed as it is made."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    try:
+        for event in events:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+        handler.wfile.flush()
+    except OSError:
+        handler.close_connection = True
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    return (f"event: {event}\n" if event else "").encode() + b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+def chat_chunks(release: threading.Event | None = None) -> Iterator[bytes]:
+    """Chat Completions' stream: deltas, then (stream_options.include_usage) a last chunk with no choices and the
+    usage, then [DONE]."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1764480000, "model": "fake-model"}
+    yield sse(
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
+    )
+    if release is not None:
+        release.wait(WAIT)
+    yield sse({**base, "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": None}]})
+    yield sse({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    yield sse({**base, "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}})
+    yield b"data: [DONE]\n\n"
+
+
+def responses_object(text: str, status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1764480000,
+        "status": status,
+        "model": "fake-model",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 21,
+            "output_tokens": 8,
+            "total_tokens": 29,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def responses_events() -> Iterator[bytes]:
+    created = {**responses_object(""), "status": "in_progress", "output": [], "usage": None}
+    yield sse({"type": "response.created", "sequence_number": 0, "response": created}, "response.created")
+    delta = {
+        "type": "response.output_text.delta",
+        "sequence_number": 1,
+        "item_id": "msg_1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "Hello",
+        "logprobs": [],
+    }
+    yield sse(delta, "response.output_text.delta")
+    completed = {"type": "response.completed", "sequence_number": 2, "response": responses_object("Hello")}
+    yield sse(completed, "response.completed")
+
+
+def anthropic_events() -> Iterator[bytes]:
+    """Messages' stream: message_start (the input tokens), a text block, message_delta (the output tokens so far), and
+    message_stop."""
+    start = {**anthropic_message([], None), "content": [], "stop_reason": None}
+    start["usage"] = {"input_tokens": 30, "output_tokens": 1}
+    yield sse({"type": "message_start", "message": start}, "message_start")
+    yield sse(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        "content_block_start",
+    )
+    yield sse(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hello"}},
+        "content_block_delta",
+    )
+    yield sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    yield sse(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 9},
+        },
+        "message_delta",
+    )
+    yield sse({"type": "message_stop"}, "message_stop")
+
+
+def gemini_answer() -> dict[str, Any]:
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "Hello"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 14, "candidatesTokenCount": 6, "totalTokenCount": 20},
+        "modelVersion": "gemini-fake",
+    }
+
+
+class FakeApis:
+    """The four APIs on one loopback server, routed by path, streaming when asked to."""
+
+    def __init__(self) -> None:
+        self.release: threading.Event | None = None  # a stream's second event waits on it, when set
+
+    def __call__(self, received: Received, handler: BaseHTTPRequestHandler) -> None:
+        path = received.path.partition("?")[0]
+        body = received.json if received.body else {}
+        streamed = body.get("stream") is True
+        if path.endswith("/chat/completions"):
+            if streamed:
+                send_events(handler, chat_chunks(self.release))
+            else:
+                send_json(handler, openai_completion([], "Hello"))
+        elif path.endswith("/responses"):
+            if streamed:
+                send_events(handler, responses_events())
+            else:
+                send_json(handler, responses_object("Hello"))
+        elif path.endswith("/messages"):
+            if streamed:
+                send_events(handler, anthropic_events())
+            else:
+                send_json(handler, anthropic_message([], "Hello"))
+        elif path.endswith(":generateContent"):
+            send_json(handler, gemini_answer())
+        else:
+            send_json(handler, {"error": {"message": "not found"}}, 404)
+
+
+class SdkClientsThroughTheProxy(TempDirTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.apis = FakeApis()
+        self.upstream = self.serve(self.apis)
+        self.proxy = ModelProxy(self.upstream.url("/v1"))
+        self.addCleanup(self.proxy.close)
+        self.trial = self.proxy.trial()
+
+    def openai_client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.trial.base_url, api_key=OPENAI_KEY, max_retries=0, timeout=WAIT)
+
+    def test_openai_chat_completions_are_forwarded_and_recorded_with_their_tokens(self) -> None:
+        completion = self.openai_client().chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+        self.assertEqual(completion.choices[0].message.content, "Hello")
+        [received] = self.upstream.received
+        self.assertEqual(received.path, "/v1/chat/completions")
+        self.assertEqual({k.lower(): v for k, v in received.headers.items()}["authorization"], f"Bearer {OPENAI_KEY}")
+        [call] = self.trial.calls()
+        self.assertEqual((call.form, call.model, call.status), ("openai-chat", "fake-model", 200))
+        self.assertEqual((call.input_tokens, call.output_tokens, call.error), (120, 30, None))
+        self.assertIn(OPENAI_KEY, self.trial.keys)
+
+    def test_a_streamed_chat_completion_is_passed_on_as_it_comes_and_its_last_chunk_gives_the_tokens(self) -> None:
+        self.apis.release = threading.Event()
+        stream = self.openai_client().chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = iter(stream)
+        first = next(chunks)  # the fake sends the rest only once this is here: a proxy that buffered would hold it
+        self.apis.release.set()
+        rest = list(chunks)
+        self.assertEqual(first.choices[0].delta.content, "Hel")
+        self.assertEqual(rest[-1].usage.prompt_tokens, 12)
+        [call] = self.wait_for_calls(1)
+        self.assertEqual((call.form, call.input_tokens, call.output_tokens, call.error), ("openai-chat", 12, 5, None))
+
+    def test_openai_responses_streamed_and_not_are_recorded_with_their_tokens(self) -> None:
+        client = self.openai_client()
+        response = client.responses.create(model="fake-model", input="hi")
+        self.assertEqual(response.output_text, "Hello")
+        events = list(client.responses.create(model="fake-model", input="hi", stream=True))
+        self.assertEqual(events[-1].type, "response.completed")
+        calls = self.wait_for_calls(2)
+        self.assertEqual([(c.form, c.input_tokens, c.output_tokens) for c in calls], [("openai-responses", 21, 8)] * 2)
+
+    def test_anthropic_messages_streamed_and_not_are_recorded_with_their_tokens(self) -> None:
+        client = anthropic.Anthropic(base_url=self.trial.base_url, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
+        message = client.messages.create(
+            model="fake-model", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        )
+        self.assertEqual(message.content[0].text, "Hello")
+        with client.messages.stream(
+            model="fake-model", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            self.assertEqual(stream.get_final_text(), "Hello")
+        calls = self.wait_for_calls(2)
+        self.assertEqual([(c.form, c.input_tokens, c.output_tokens) for c in calls], [
+            ("anthropic-messages", 200, 40),
+            ("anthropic-messages", 30, 9),
+        ])  # fmt: skip
+        self.assertIn(ANTHROPIC_KEY, " ".join(self.upstream.received[0].headers.values()))
+
+    def test_gemini_generate_content_keeps_its_key_query_and_is_recorded(self) -> None:
+        url = f"{self.trial.base_url}/models/gemini-fake:generateContent?key={QUERY_KEY}"
+        request = urllib.request.Request(
+            url, b'{"contents": []}', {"Content-Type": "application/json", "x-goog-api-key": GOOGLE_KEY}
+        )
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            self.assertEqual(json.load(response)["usageMetadata"]["promptTokenCount"], 14)
+        self.assertEqual(self.upstream.received[0].path, f"/v1/models/gemini-fake:generateContent?key={QUERY_KEY}")
+        [call] = self.trial.calls()
+        self.assertEqual(
+            (call.form, call.model, call.input_tokens, call.output_tokens), ("gemini", "gemini-fake", 14, 6)
+        )
+        self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= self.trial.keys)
+
+    def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
+        self.trial.end()
+        with self.assertRaises(openai.NotFoundError):
+            self.openai_client().chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(self.upstream.received, [])
+
+    def test_an_upstream_it_cannot_reach_is_a_502_in_the_api_s_own_shape(self) -> None:
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        with ModelProxy(f"http://127.0.0.1:{port}/v1") as proxy:
+            trial = proxy.trial()
+            client = anthropic.Anthropic(base_url=trial.base_url, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
+            with self.assertRaises(anthropic.APIStatusError) as raised:
+                client.messages.create(model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+            self.assertEqual(raised.exception.status_code, 502)
+            self.assertIn("could not reach the upstream", str(raised.exception))
+            [call] = trial.calls()
+            self.assertEqual((call.status, call.error), (502, "unreachable"))
+
+    def test_a_body_of_100_mb_is_refused_with_413_without_a_hang(self) -> None:
+        host, port = self.proxy.base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            head = (
+                f"POST /{self.trial.token}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {100 * 1024 * 1024}"
+            )
+            sock.sendall(head.encode() + b"\r\nContent-Type: application/json\r\n\r\n" + b"x" * 65536)
+            answer = sock.recv(4096)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:40])
+        self.assertEqual(self.upstream.received, [])
+
+    def test_a_stream_the_client_stops_reading_ends_the_call_and_close_returns(self) -> None:
+        def endless(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            def events() -> Iterator[bytes]:
+                deadline = time.monotonic() + WAIT
+                while time.monotonic() < deadline:
+                    yield sse({"choices": [{"index": 0, "delta": {"content": "x" * 1000}}]})
+                    time.sleep(0.01)
+
+            send_events(handler, events())
+
+        upstream = self.serve(endless)
+        proxy = ModelProxy(upstream.url("/v1"))
+        trial = proxy.trial()
+        client = self.openai_client().with_options(base_url=trial.base_url)
+        stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+        next(iter(stream))
+        stream.close()  # the agent stops reading
+        deadline = time.monotonic() + WAIT
+        while not trial.calls() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [call] = trial.calls()
+        self.assertEqual(call.error, "client-gone")
+        closing = threading.Thread(target=proxy.close)
+        closing.start()
+        closing.join(WAIT)
+        self.assertFalse(closing.is_alive())
+
+    def wait_for_calls(self, count: int) -> tuple[Any, ...]:
+        """The trial's calls once there are count of them: a streamed call is recorded as its stream ends."""
+        deadline = time.monotonic() + WAIT
+        while len(self.trial.calls()) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.trial.calls()
+
+
+class RunsThroughTheProxy(TempDirTestCase):
+    """The CLI run of an http agent whose own model client (the openai SDK) goes through modelProxy.baseUrl."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.apis = FakeApis()
+        self.upstream = self.serve(self.apis)
+        data = canonical_task_data()
+        self.task = data["tasks"][0]
+        data["tasks"] = [{**self.task, "expect": {**self.task["expect"], "budget": {"maxTokens": 500}}}]
+        self.tasks = os.path.join(self.tmp, "tasks.json")
+        with open(self.tasks, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        self.bodies: list[dict[str, Any]] = []
+
+    def agent(self, calls: int = 1, echo: bool = False, usage: dict[str, int] | None = None) -> Any:
+        """An agent that asks its model (through the proxy it is told of) before it answers as the stub would."""
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = received.json
+            self.bodies.append(body)
+            base = body["modelProxy"]["baseUrl"]
+            client = openai.OpenAI(base_url=base, api_key=OPENAI_KEY, max_retries=0, timeout=WAIT)
+            try:
+                for _ in range(calls):
+                    client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+                if echo:
+                    anthropic.Anthropic(
+                        base_url=base, api_key="unused", default_headers={"x-api-key": ANTHROPIC_KEY}, max_retries=0
+                    ).messages.create(model="fake-model", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+                    request = urllib.request.Request(
+                        f"{base}/models/gemini-fake:generateContent?key={QUERY_KEY}",
+                        b"{}",
+                        {"Content-Type": "application/json", "x-goog-api-key": GOOGLE_KEY},
+                    )
+                    urllib.request.urlopen(request, timeout=WAIT).close()
+            except openai.APIError as exc:
+                send_json(handler, {"error": f"the model failed: {exc}"}, 500)
+                return
+            reply = dict(CANNED[body["prompt"]])
+            if echo:
+                reply["text"] = f"keys {OPENAI_KEY} {ANTHROPIC_KEY} {GOOGLE_KEY} {QUERY_KEY} at {base}"
+            if usage is not None:
+                reply["usage"] = usage
+            send_json(handler, reply)
+
+        return self.serve(respond)
+
+    def run_with(self, agent: Any, upstream: str, *args: str) -> tuple[str, str, int, dict[str, Any]]:
+        results = os.path.join(self.tmp, "results.json")
+        env = clean_env(
+            EVAL_TASKS=self.tasks,
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_MODEL_PROXY=upstream,
+            EVAL_RESULTS=results,
+        )
+        out, err, code = run_cli(*args, env=env)
+        document: dict[str, Any] = {}
+        if os.path.exists(results):
+            with open(results, encoding="utf-8") as f:
+                document = json.load(f)
+        return out, err, code, document
+
+    def test_the_model_calls_and_their_tokens_are_recorded_and_judge_the_token_budget(self) -> None:
+        _out, err, code, document = self.run_with(self.agent(calls=2), self.upstream.url("/v1"))
+        self.assertEqual(code, 0, err)
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual(trial["usage"], {"inputTokens": 240, "outputTokens": 60})
+        calls = trial["modelCalls"]
+        self.assertEqual((calls["count"], calls["models"], calls["inputTokens"]), (2, ["fake-model"], 240))
+        self.assertEqual([call["format"] for call in calls["calls"]], ["openai-chat"] * 2)
+        self.assertNotIn("reportedUsage", trial)
+        self.assertTrue(self.bodies[0]["modelProxy"]["baseUrl"].startswith("http://127.0.0.1:"))
+
+        _out, err, code, document = self.run_with(self.agent(calls=4), self.upstream.url("/v1"))
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual((trial["status"], trial["code"]), ("fail", "budget:tokens"), err)
+        self.assertIn("600 tokens, over the budget of 500", trial["reason"])
+
+    def test_a_command_agent_is_told_its_base_url_in_its_environment(self) -> None:
+        script = os.path.join(self.tmp, "agent.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(COMMAND_AGENT)
+        results = os.path.join(self.tmp, "results.json")
+        env = clean_env(
+            EVAL_TASKS=self.tasks,
+            EVAL_BACKEND="command",
+            EVAL_AGENT_CMD=f"{sys.executable} {script}",
+            EVAL_MODEL_PROXY=self.upstream.url("/v1"),
+            EVAL_RESULTS=results,
+            OPENAI_API_KEY=OPENAI_KEY,
+        )
+        _out, err, code = run_cli(env=env)
+        self.assertEqual(code, 0, err)
+        with open(results, encoding="utf-8") as f:
+            [trial] = json.load(f)["results"][0]["trialResults"]
+        self.assertEqual((trial["modelCalls"]["count"], trial["usage"]["inputTokens"]), (1, 120))
+
+    def test_usage_the_agent_reports_otherwise_is_kept_beside_the_proxy_s(self) -> None:
+        agent = self.agent(usage={"inputTokens": 1, "outputTokens": 2})
+        _out, _err, _code, document = self.run_with(agent, self.upstream.url("/v1"))
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual(trial["usage"], {"inputTokens": 120, "outputTokens": 30})
+        self.assertEqual(trial["reportedUsage"], {"inputTokens": 1, "outputTokens": 2})
+
+    def test_the_agent_s_keys_and_its_path_are_in_no_output(self) -> None:
+        junit, html = os.path.join(self.tmp, "junit.xml"), os.path.join(self.tmp, "report.html")
+        out, err, _code, document = self.run_with(
+            self.agent(echo=True), self.upstream.url("/v1"), "--junit", junit, "--html", html
+        )
+        self.assertEqual(len(self.upstream.received), 3, err)
+        token = self.bodies[0]["modelProxy"]["baseUrl"].rpartition("/")[2]
+        with open(junit, encoding="utf-8") as f, open(html, encoding="utf-8") as g:
+            written = [out, err, json.dumps(document), f.read(), g.read()]
+        for secret in (OPENAI_KEY, ANTHROPIC_KEY, GOOGLE_KEY, QUERY_KEY, token):
+            for text in written:
+                self.assertNotIn(secret, text)
+        self.assertIn("keys *** *** *** ***", document["results"][0]["trialResults"][0]["text"])
+
+    def test_an_upstream_nobody_reaches_is_exit_3(self) -> None:
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        _out, err, code, document = self.run_with(self.agent(), f"http://127.0.0.1:{port}/v1")
+        self.assertEqual(code, 3, err)
+        self.assertIn(f"the model proxy could not reach http://127.0.0.1:{port}/v1", err)
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual(
+            (trial["code"], trial["modelCalls"]["calls"][0]["error"]), ("model:unreachable", "unreachable")
+        )
+
+    def test_an_upstream_that_is_not_a_url_is_one_line_and_exit_2(self) -> None:
+        env = clean_env(
+            EVAL_TASKS=self.tasks, EVAL_BACKEND="http", EVAL_AGENT_URL="http://127.0.0.1:9/run", EVAL_MODEL_PROXY="api"
+        )
+        _out, err, code = run_cli(env=env)
+        self.assertEqual(code, 2)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("EVAL_MODEL_PROXY", err)
+
+    def test_a_run_without_the_setting_tells_the_agent_of_no_proxy(self) -> None:
+        env = clean_env(EVAL_TASKS=self.tasks, EVAL_BACKEND="http", EVAL_AGENT_URL=self.serve(self.record).url())
+        _out, err, code = run_cli(env=env)
+        self.assertEqual(code, 1, err)  # the token budget: with no proxy and no usage reported, budget:no-usage
+        self.assertNotIn("modelProxy", self.bodies[0])
+
+    def record(self, received: Received, handler: BaseHTTPRequestHandler) -> None:
+        self.bodies.append(received.json)
+        send_json(handler, CANNED[received.json["prompt"]])
