@@ -6,12 +6,12 @@ Loaded only by a trial its run serves tools to (harness/serving holds the server
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from harness.records import Reply, Served, Step, Task, ToolCall, ToolResult, replace
-from harness.schema import json_equal
 from harness.scoring import repeated_steps
 from harness.text import call_text, clip
 
@@ -47,20 +47,27 @@ def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: i
     if endpoint.bug is not None:
         raise endpoint.bug  # the harness's own, not the agent's: the boundary's exit 4
     results = [call.result for call in endpoint.calls()]
-    unreported = list(range(len(results)))
+    # The answered calls by tool, and by tool and arguments, in order: a reported call takes the first left alike, else
+    # the first left of its tool; looked up, not scanned: a trial may answer 10,000 calls, and a reply report them.
+    by_tool: dict[str, deque[int]] = {}
+    by_args: dict[tuple[str, Any], deque[int]] = {}
+    for i, result in enumerate(results):
+        by_tool.setdefault(result.call.name, deque()).append(i)
+        by_args.setdefault((result.call.name, _key(result.call.args)), deque()).append(i)
+    reported: set[int] = set()
     unobserved: ToolCall | None = None
     own: list[ToolCall] = []
     for call in reply.tool_calls:
         if call.name not in served.tools:
             own.append(call)  # one of the agent's own tools: not served, judged as reported (a refusal that made one)
             continue
-        alike = [i for i in unreported if results[i].call.name == call.name]
-        same = next((i for i in alike if json_equal(results[i].call.args, call.args)), alike[0] if alike else None)
+        same = _first_left(by_args.get((call.name, _key(call.args))), reported)
+        same = _first_left(by_tool.get(call.name), reported) if same is None else same
         if same is None:
             unobserved = unobserved or call
         else:
-            unreported.remove(same)
-    played = tuple(replace(result, unreported=True) if i in unreported else result for i, result in enumerate(results))
+            reported.add(same)
+    played = tuple(result if i in reported else replace(result, unreported=True) for i, result in enumerate(results))
     judged = replace(reply, tool_calls=(*(result.call for result in played), *own))
     if endpoint.failure is not None:
         judged = replace(judged, error_code=endpoint.failure.code, error=str(endpoint.failure))
@@ -75,6 +82,31 @@ def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: i
     if repeats is not None and judged.error_code is None:
         judged = replace(judged, loop=_loop(played, repeats, turn))
     return Step(judged, played)
+
+
+def _first_left(answered: deque[int] | None, reported: set[int]) -> int | None:
+    """The first of these answered calls that no reported call has taken yet."""
+    while answered and answered[0] in reported:
+        answered.popleft()
+    return answered[0] if answered else None
+
+
+def _key(value: Any) -> Any:
+    """A value as a key, equal for values json_equal holds equal: 1 and 1.0 alike (as Python holds them), never true
+    and 1, and NaN equal to nothing."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value) if value == value else object()
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("list", tuple(_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _key(item)) for key, item in value.items()))
+    return object()
 
 
 def _loop(results: Sequence[ToolResult], repeats: int, turn: int) -> str | None:

@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from harness.conversation import ToolPlayer
 from harness.environments import World, world_of
-from harness.records import Environment, Task, TaskFile, Tool, ToolScript
+from harness.observed import observed_step
+from harness.records import Environment, Reply, Served, Step, Task, TaskFile, Tool, ToolCall, ToolScript
 from harness.serving.tools import MAX_BODY, MAX_CALLS, PROTOCOL_VERSIONS, ServedTurn, ToolServer
 from harness.taskfile import load_task_file
 from tests.support import DATA, ROOT
@@ -451,6 +452,26 @@ class Bounds(Serving):
         self.assertEqual((status, json.loads(body)), (200, {"error": f"more than {MAX_CALLS} calls in this trial"}))
         self.assertEqual((len(served.calls()), served.refused, played.calls[("fs.ls", None)]), (1, 1, MAX_CALLS))
         self.assertEqual(json.loads(post(other.call_url, {"name": "fs.ls"})[2]), {"result": "b.txt"}, "another trial")
+
+    def test_a_reply_reporting_a_trials_every_call_in_another_order_is_judged_within_a_bound(self) -> None:
+        played = ToolPlayer({"fs.read": ToolScript(("text",))})
+        served = self.server.serve(WORLDS.tools, played.answer, 1)
+        for number in range(MAX_CALLS):
+            served.call("fs.read", {"path": f"{number}.txt"})
+        served.end()
+        reported = tuple(ToolCall("fs.read", {"path": f"{number}.txt"}) for number in reversed(range(MAX_CALLS)))
+        tools = Served(self.server, {tool.name: tool for tool in WORLDS.tools})
+        steps: list[Step] = []
+        judging = threading.Thread(
+            target=lambda: steps.append(observed_step(Reply(tool_calls=reported), served, tools, 3, 1)), daemon=True
+        )
+        judging.start()
+        judging.join(WAIT)  # each reported call was matched by a scan of the calls answered: 60 s, holding the run
+        self.assertFalse(judging.is_alive(), "judging the trial's calls held the run")
+        (step,) = steps
+        self.assertEqual(len(step.results), MAX_CALLS)
+        self.assertFalse(any(result.unreported for result in step.results))
+        self.assertIsNone(step.reply.error_code)
 
     def test_clients_that_never_read_or_hold_their_connection_do_not_hold_close(self) -> None:
         big = "x" * 500_000
