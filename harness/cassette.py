@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, get_args
 
-from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed, serving
+from harness.exchanges import ANY_ANSWER, Place, Shape, held_so_far, placed, proxying, serving
 from harness.files import read_input
 from harness.leaks import MARKER, NO_SECRETS, Secrets, strings
+from harness.proxied import MODEL_PROXY
 from harness.records import BackendError, ConfigError, ResultSource, ToolCall, ToolResult
 from harness.running import TOOL_SERVER
 from harness.text import JSON_DEPTH, call_text, canonical_json, clip, sha256_hex, too_deep
@@ -159,6 +160,9 @@ class Tape:
         started, before = time.perf_counter(), held_so_far()
         answered = len(endpoint.calls()) if endpoint is not None else 0
         reply = send()
+        proxied = proxying()
+        if proxied is not None:  # the key the agent sent its model through the proxy during the exchange, and the path
+            hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
         entry.update(request=shown, reply=hidden.mark_json(reply))
         if endpoint is not None:  # the calls the tool server answered during the exchange, in order

@@ -5,7 +5,8 @@ the command and the stub backends for theirs): `request` makes what the backend 
 makes the real exchange and returns what it gave as JSON. A run installs its tape (harness/cassette.py) once; with none
 installed, exchange just sends (the request is not made, and the cassette's module never imported). The conversation
 says where each exchange happens (at): the task, the trial, the turn, the step; and, for an agent that runs its own
-tools, which tool server endpoint serves it (served_by).
+tools, which tool server endpoint serves it (served_by); for one whose model calls the run proxies, which trial's path
+on the proxy they come to (proxied_by).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from harness.leaks import NO_SECRETS, Secrets
 from harness.records import record
 
 if TYPE_CHECKING:
+    from harness.serving.models import ProxiedTrial
     from harness.serving.tools import ServedTurn
 
 # A recorded reply's fields as a backend reads them: each field's name, what it must be, and a test of that.
@@ -67,6 +69,7 @@ class _Here(threading.local):
     # Defaults read from the class: getattr with a default costs a caught AttributeError, twice a trial.
     place: Place | None = None
     held = 0.0
+    proxied: ProxiedTrial | None = None
 
 
 _HERE = _Here()
@@ -92,6 +95,17 @@ def served_by(endpoint: ServedTurn | None) -> None:
 def serving() -> ServedTurn | None:
     """The tool server endpoint that serves this thread's exchange, when the conversation said."""
     return getattr(_HERE, "endpoint", None)
+
+
+def proxied_by(trial: ProxiedTrial | None) -> None:
+    """Say which trial's path on the model proxy this thread's exchanges come with (None: none, from now on): what its
+    agent sent the proxy (its key) and the path are secrets the run's cassette never writes."""
+    _HERE.proxied = trial
+
+
+def proxying() -> ProxiedTrial | None:
+    """The trial's path on the model proxy that this thread's exchange comes with, when the run said."""
+    return _HERE.proxied
 
 
 def held(seconds: float) -> None:

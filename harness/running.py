@@ -80,12 +80,15 @@ def run_task(
     endpoints: list[str] = []
     proxied, usage = (proxy.trial() if proxy is not None else None), None
     with _world(task, backend, hidden, served) as world:
+        if proxied is not None:
+            exchanges.proxied_by(proxied)  # a cassette never writes what the agent sent its model through the proxy
         try:
             turns, conversation_id = converse(
                 backend, task, tools, world, trial, served, endpoints, proxied.base_url if proxied else None
             )
         finally:
             if proxied is not None:
+                exchanges.proxied_by(None)
                 proxied.end()
         # the agent's time: the end state's check is ours, and so is a request's wait before it was sent
         duration_ms = (time.perf_counter() - started - (exchanges.held_so_far() - held)) * 1000

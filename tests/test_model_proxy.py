@@ -452,6 +452,18 @@ class RunsThroughTheProxy(TempDirTestCase):
                 self.assertNotIn(secret, text)
         self.assertIn("keys *** *** *** ***", document["results"][0]["trialResults"][0]["text"])
 
+    def test_the_agent_s_keys_and_its_path_are_not_in_the_cassette(self) -> None:
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        _out, err, code, _document = self.run_with(
+            self.agent(echo=True), self.upstream.url("/v1"), "--record", cassette
+        )
+        self.assertEqual(code, 0, err)
+        token = self.bodies[0]["modelProxy"]["baseUrl"].rpartition("/")[2]
+        with open(cassette, encoding="utf-8") as f:
+            recorded = f.read()
+        for secret in (OPENAI_KEY, ANTHROPIC_KEY, GOOGLE_KEY, QUERY_KEY, token):
+            self.assertNotIn(secret, recorded)
+
     def test_an_upstream_nobody_reaches_is_exit_3(self) -> None:
         with socket.socket() as unused:
             unused.bind(("127.0.0.1", 0))
