@@ -14,13 +14,24 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+from unittest import mock
 
 import anthropic
 import openai
 
 from harness.serving.models import ModelProxy
 from tests.providers import anthropic_message, openai_completion
-from tests.support import CANNED, Received, TempDirTestCase, canonical_task_data, clean_env, run_cli, send_json
+from tests.support import (
+    CANNED,
+    PROXY_VARIABLES,
+    LoopbackProxy,
+    Received,
+    TempDirTestCase,
+    canonical_task_data,
+    clean_env,
+    run_cli,
+    send_json,
+)
 
 OPENAI_KEY = "sk-proxied-openai-key-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-proxied-key-0123456789abcdef"
@@ -180,6 +191,9 @@ class FakeApis:
                 send_json(handler, anthropic_message([], "Hello"))
         elif path.endswith(":generateContent"):
             send_json(handler, gemini_answer())
+        elif path.endswith(":streamGenerateContent"):  # with alt=sse, each chunk a GenerateContentResponse
+            first = {**gemini_answer(), "usageMetadata": {"promptTokenCount": 14, "candidatesTokenCount": 2}}
+            send_events(handler, iter([sse(first), sse(gemini_answer())]))
         else:
             send_json(handler, {"error": {"message": "not found"}}, 404)
 
@@ -265,6 +279,28 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             (call.form, call.model, call.input_tokens, call.output_tokens), ("gemini", "gemini-fake", 14, 6)
         )
         self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= self.trial.keys)
+
+    def test_a_streamed_gemini_call_takes_its_tokens_from_the_last_chunk(self) -> None:
+        url = f"{self.trial.base_url}/models/gemini-fake:streamGenerateContent?alt=sse"
+        request = urllib.request.Request(
+            url, b'{"contents": []}', {"Content-Type": "application/json", "x-goog-api-key": GOOGLE_KEY}
+        )
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            events = [line for line in response.read().split(b"\n") if line.startswith(b"data: ")]
+        self.assertEqual(len(events), 2)
+        [call] = self.wait_for_calls(1)
+        self.assertEqual((call.form, call.input_tokens, call.output_tokens), ("gemini", 14, 6))
+
+    def test_the_upstream_is_reached_through_the_proxy_the_environment_names(self) -> None:
+        forward = LoopbackProxy().__enter__()
+        self.addCleanup(forward.__exit__, None, None, None)
+        environ = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_VARIABLES}
+        with mock.patch.dict(os.environ, {**environ, "http_proxy": forward.url}, clear=True):
+            proxy = ModelProxy(self.upstream.url("/v1"))
+        self.addCleanup(proxy.close)
+        client = self.openai_client().with_options(base_url=proxy.trial().base_url)
+        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(forward.request_lines, [f"POST {self.upstream.url('/v1/chat/completions')} HTTP/1.1"])
 
     def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
         self.trial.end()

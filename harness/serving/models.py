@@ -8,7 +8,8 @@ headers and of a key= query are gathered per trial, for the run to mask. Nothing
 bodies are capped, every read and write has a timeout, and close() shuts every connection, the upstream's too.
 
 http.client rather than the backends' Transport: the proxy relays whatever the agent sends, a stream as it comes, with
-no retries, pacing or JSON contract of the harness's own, which are what Transport is for.
+no retries, pacing or JSON contract of the harness's own, which are what Transport is for (and the engine imports no
+backend). The upstream is reached as Transport reaches an agent: straight, or through the environment's proxy.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class ModelProxy:
         self.shown_upstream = target._replace(netloc=target.netloc.rpartition("@")[2]).geturl()
         self._listener = _Listener((host, port), _Handler)
         self._listener.upstream = target
+        self._listener.route = _route(target)
         self.base = f"http://{host}:{self._listener.server_address[1]}"
         self._closed = False
         self._thread = threading.Thread(
@@ -207,6 +209,7 @@ class _Listener(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 64
     upstream: Any
+    route: _Route
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
@@ -318,17 +321,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _forward(self, trial: ProxiedTrial, rest: str, query: str, body: bytes) -> None:
-        import http.client
-
-        upstream = self.server.upstream
+        upstream, route = self.server.upstream, self.server.route
         form = wire_format(rest)
         model = _requested_model(form, rest, body)
-        target = upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
+        target = route.prefix + upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
         headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
-        headers["Accept-Encoding"] = "identity"
+        headers.update(route.headers, **{"Accept-Encoding": "identity"})
         started = time.perf_counter()
-        kind = http.client.HTTPSConnection if upstream.scheme == "https" else http.client.HTTPConnection
-        connection = kind(upstream.hostname or "", upstream.port, timeout=UPSTREAM_WAIT)
+        connection = route.connection()
         try:
             try:
                 connection.connect()
@@ -357,7 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Pass the upstream's answer on: read whole when its length is said, else chunk by chunk as it comes."""
         passed = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
         length = response.getheader("Content-Length")
-        streamed = length is None or not length.isdigit() or int(length) > MAX_ANSWER
+        bodiless = response.status in (204, 304) or self.command == "HEAD"  # no body to frame, whatever its headers say
+        streamed = not bodiless and (length is None or not length.isdigit() or int(length) > MAX_ANSWER)
         error = None
         usage: tuple[int | None, int | None] = (None, None)
         answered = model
@@ -380,34 +381,33 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send(502, error_body(form, "the upstream API closed the connection mid-answer"))
             return
-        else:
-            self.send_response_only(response.status, response.reason)
-            for key, value in passed:
-                self.send_header(key, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            events = _Events()
-            try:
-                for chunk in _chunks(response):
-                    try:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
-                    except OSError:
-                        error = CLIENT_GONE
-                        break
-                    for message in events.read(chunk):
-                        usage = usage_of(form, message, usage)
-                        answered = _model_of(message, answered)
-            except OSError:
-                error = UPSTREAM_GONE
-            if error is None:
+        self.send_response_only(response.status, response.reason)
+        for key, value in passed:
+            self.send_header(key, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = _Events()
+        try:
+            for chunk in _chunks(response):
                 try:
-                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
                 except OSError:
                     error = CLIENT_GONE
-            else:
-                self.close_connection = True
+                    break
+                for message in events.read(chunk):
+                    usage = usage_of(form, message, usage)
+                    answered = _model_of(message, answered)
+        except OSError:
+            error = UPSTREAM_GONE
+        if error is None:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                error = CLIENT_GONE
+        else:
+            self.close_connection = True
         trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
 
     def _watch(self, sock: socket.socket | None) -> None:
@@ -442,6 +442,49 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True
+
+
+class _Route:
+    """How the upstream is reached: straight, or through the proxy the environment names (HTTPS_PROXY, HTTP_PROXY,
+    NO_PROXY, as urllib reads them), tunnelled for https."""
+
+    def __init__(self, upstream: Any, proxy: Any = None) -> None:
+        self.upstream, self.proxy = upstream, proxy
+        https = upstream.scheme == "https"
+        self.port = upstream.port or (443 if https else 80)
+        auth: dict[str, str] = {}
+        if proxy is not None and proxy.username is not None:
+            import base64
+            from urllib.parse import unquote
+
+            pair = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}".encode()
+            auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        # Through a plain-HTTP proxy the request line carries the absolute URL, and the proxy's credentials go with each
+        # request; through a tunnel (https), the request line carries the path, and the credentials go with CONNECT.
+        self.prefix = f"http://{upstream.netloc.rpartition('@')[2]}" if proxy is not None and not https else ""
+        self.headers, self.tunnel_headers = ({}, auth) if https else (auth, {})
+
+    def connection(self) -> http.client.HTTPConnection:
+        import http.client
+
+        https = self.upstream.scheme == "https"
+        kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        if self.proxy is None:
+            return kind(self.upstream.hostname or "", self.port, timeout=UPSTREAM_WAIT)
+        connection = kind(self.proxy.hostname or "", self.proxy.port or 80, timeout=UPSTREAM_WAIT)
+        if https:
+            connection.set_tunnel(self.upstream.hostname or "", self.port, headers=self.tunnel_headers)
+        return connection
+
+
+def _route(upstream: Any) -> _Route:
+    """The route to the upstream, read once for the run."""
+    import urllib.request
+
+    proxy = urllib.request.getproxies().get(upstream.scheme)
+    if not proxy or urllib.request.proxy_bypass(upstream.hostname or ""):
+        return _Route(upstream)
+    return _Route(upstream, urlsplit(proxy if "://" in proxy else f"http://{proxy}"))
 
 
 class _Events:
