@@ -348,7 +348,8 @@ def _first_difference(now: Any, then: Any, path: str = "") -> str | None:
             if found is not None:
                 return found
         return None
-    return None if now == then and type(now) is type(then) else path or "the request"
+    same = now == then or (now != now and then != then)  # NaN, as a Python agent may send it, is as recorded
+    return None if same and type(now) is type(then) else path or "the request"
 
 
 def _line(value: Any) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support import DATA, ROOT, Received, TempDirTestCase, call_served, clean_env, run_cli, send_json
+from tests.support import DATA, ROOT, Received, Respond, TempDirTestCase, call_served, clean_env, run_cli, send_json
 from tests.test_cassette import cassette_lines, comparable
 from tests.test_docs import CAREFUL, CARELESS, WORLDS
 from tests.test_served_tools import WORLD_TASKS, McpAgent, first_user_message, verdicts
@@ -27,7 +27,7 @@ class ReplayedWorlds(TempDirTestCase):
     def env(self, agent_url: str, tasks: str = WORLD_TASKS, **environ: str) -> dict[str, str]:
         return clean_env(EVAL_AGENT_URL=agent_url, EVAL_TASKS=tasks, EVAL_TOOL_NAMES="safe", **environ)
 
-    def record(self, agent: McpAgent, *args: str, tasks: str = WORLD_TASKS) -> tuple[dict[str, Any], int]:
+    def record(self, agent: Respond, *args: str, tasks: str = WORLD_TASKS) -> tuple[dict[str, Any], int]:
         """The agent's run recorded to c.jsonl, the agent stopped once it is; its results and exit code."""
         served = self.serve(agent)
         argv = ("--record", "c.jsonl", "--out", "recorded.json", *args)
@@ -208,6 +208,18 @@ class ReplayedWorlds(TempDirTestCase):
         replayed = self.read_json("replayed.json")
         self.assertEqual(comparable(replayed), comparable(self.read_json("recorded.json")))
         self.assertEqual(verdicts(replayed)["tidy-up"][1], "leak:secret")
+
+    def test_a_served_call_with_a_nan_argument_replays_as_it_was_judged_live(self) -> None:
+        def computes(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            args = {"name": "Ana", "score": float("nan")}  # json.dumps writes NaN: a Python agent's 0/0
+            call_served(received.json["toolServer"]["callUrl"], "contacts_find", args)
+            send_json(handler, {"toolCalls": [{"name": "contacts_find", "args": {"name": "Ana"}}], "text": "Done."})
+
+        recorded, code = self.record(computes, "--task", "share-with-ana")
+        stdout, stderr, replay_code = self.replay("--task", "share-with-ana")
+        self.assertEqual((stderr, replay_code), ("", code), stdout)
+        self.assertNotIn("replay:miss", stdout)
+        self.assertEqual(comparable(self.read_json("replayed.json")), comparable(recorded))
 
 
 class ReplayedCommand(TempDirTestCase):
