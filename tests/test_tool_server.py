@@ -528,6 +528,34 @@ class TheTransport(Serving):
         self.assertEqual(post(served.url, rpc("ping"), session)[0], 404, "a session ended is not found")
         self.assertEqual(post(served.url, None, session, method="DELETE")[0], 404)
 
+    def test_a_batch_is_answered_whole_in_the_revision_that_has_them_and_refused_in_later_ones(self) -> None:
+        served, world = self.share_turn()
+        status, headers, _ = post(served.url, rpc("initialize", {"protocolVersion": "2025-03-26"}))
+        session = {"Mcp-Session-Id": headers["mcp-session-id"]}  # no MCP-Protocol-Version: 2025-03-26 sends none
+        batch = [
+            rpc("notifications/initialized", ident=None),
+            rpc("tools/call", {"name": "contacts.find", "arguments": {"name": "Ana"}}, ident="a"),
+            rpc("tools/call", {"name": "fs.share", "arguments": {"path": "notes.txt", "email": "ana@example.com"}}, 2),
+            {"jsonrpc": "2.0", "id": 3},
+            rpc("initialize", {"protocolVersion": "2025-03-26"}, ident=4),
+        ]
+        status, headers, body = post(served.url, batch, session)
+        answers = json.loads(body)
+        self.assertEqual((status, headers["content-type"]), (200, "application/json"))
+        self.assertEqual([answer["id"] for answer in answers], ["a", 2, None, 4])
+        self.assertEqual(answers[0]["result"]["structuredContent"], {"name": "Ana Lima", "email": "ana@example.com"})
+        self.assertFalse(answers[1]["result"]["isError"])
+        self.assertEqual([answer["error"]["code"] for answer in answers[2:]], [-32600, -32600])
+        self.assertEqual([call.result.call.name for call in served.calls()], ["contacts.find", "fs.share"])
+        self.assertEqual(world.state()["shared"], {"notes.txt": ["ana@example.com"]})
+        self.assertEqual(post(served.url, [rpc("notifications/initialized", ident=None)], session)[::2], (202, b""))
+        self.assertEqual(json.loads(post(served.url, [], session)[2])["error"]["code"], -32600)
+        status, headers, _ = post(served.url, rpc("initialize", {"protocolVersion": "2025-06-18"}))
+        later = {"Mcp-Session-Id": headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+        status, _, body = post(served.url, [rpc("ping")], later)
+        self.assertEqual((status, json.loads(body)["error"]["code"]), (400, -32600))
+        self.assertEqual(len(served.calls()), 2, "nothing called")
+
     def test_a_version_it_does_not_speak_is_answered_with_its_newest_or_refused_in_the_header(self) -> None:
         served, _ = self.share_turn()
         status, headers, body = post(served.url, rpc("initialize", {"protocolVersion": "2099-01-01"}))

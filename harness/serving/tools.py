@@ -28,6 +28,7 @@ from harness.text import JSON_DEPTH, nested_deeper
 # answered with the newest, as the lifecycle says.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 ASSUMED_VERSION = "2025-03-26"  # a request without MCP-Protocol-Version, as the transport says
+BATCHED = "2025-03-26"  # the one revision whose servers take JSON-RPC batches
 SERVER_INFO = {"name": "eval-agent-tools", "version": "1"}
 MAX_BODY = 1024 * 1024  # bytes of one request's body
 MAX_CALLS = 10_000  # calls a trial's paths answer; past them, an error that calls nothing and is not recorded
@@ -40,6 +41,8 @@ POLL = 0.2  # seconds between the listener's looks at whether it is to stop
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 TOOL_SERVER_FAILED = "the tool server failed"
 ENVIRONMENT_FAILED = "the tool environment failed"
+
+ENDED = b""  # what a batch's message answers when its turn ended while the batch was answered
 
 # JSON-RPC's error codes
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -455,7 +458,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, _error(None, PARSE_ERROR, "Parse error"))
             return
         if isinstance(message, list):
-            self._json(400, _error(None, INVALID_REQUEST, "Invalid Request: batches are not supported"))
+            self._batch(turn, message, version)
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self._json(400, _error(None, INVALID_REQUEST, "Invalid Request"))
@@ -489,38 +492,88 @@ class _Handler(BaseHTTPRequestHandler):
         if not is_request:
             self._send(202)
             return
-        if method == "ping":
-            self._answer(_result(ident, {}))
-        elif method == "tools/list":
-            self._answer(f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": {turn.listing}}}'.encode())
-        elif method == "tools/call":
-            self._tools_call(turn, ident, params)
+        answer = self._response(turn, method, ident, params)
+        if answer is None:
+            self._send(404)
         else:
-            self._answer(_error(ident, METHOD_NOT_FOUND, f"Method not found: {method[:100]}"))
+            self._answer(answer)
+
+    def _batch(self, turn: ServedTurn, messages: list[Any], version: str | None) -> None:
+        """A JSON-RPC batch, which the 2025-03-26 revision has servers take (later ones removed them): each message
+        answered as it would be alone, in one array; 202 when it holds no request."""
+        session = self.headers.get("Mcp-Session-Id")
+        if session is None:
+            self._json(400, _error(None, INVALID_REQUEST, "Bad Request: no Mcp-Session-Id"))
+            return
+        negotiated = turn.sessions.get(session)
+        if negotiated is None:
+            self._send(404)
+            return
+        if (version or negotiated) != BATCHED or not messages:
+            self._json(400, _error(None, INVALID_REQUEST, f"Invalid Request: no batches after {BATCHED}"))
+            return
+        answers = []
+        for message in messages:
+            answer = self._batched(turn, message)
+            if answer == ENDED:
+                self._send(404)
+                return
+            if answer is not None:
+                answers.append(answer)
+        if answers:
+            self._answer(b"[" + b", ".join(answers) + b"]")
+        else:
+            self._send(202)
+
+    def _batched(self, turn: ServedTurn, message: Any) -> bytes | None:
+        """One message of a batch: its answer; None for a notification or a response; ENDED when the turn has."""
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _dumped(_error(None, INVALID_REQUEST, "Invalid Request"))
+        method, ident, is_request = message.get("method"), message.get("id"), "id" in message
+        if method is None and is_request and ("result" in message or "error" in message):
+            return None
+        if not isinstance(method, str) or (
+            is_request and (isinstance(ident, bool) or not isinstance(ident, (str, int)))
+        ):
+            return _dumped(_error(None, INVALID_REQUEST, "Invalid Request"))
+        if not is_request:
+            return None
+        if method == "initialize":
+            return _dumped(_error(ident, INVALID_REQUEST, "Invalid Request: initialize is not part of a batch"))
+        params = message.get("params")
+        return self._response(turn, method, ident, params if isinstance(params, dict) else {}) or ENDED
+
+    def _response(self, turn: ServedTurn, method: str, ident: Any, params: Mapping[str, Any]) -> bytes | None:
+        """The answer to a request of an open session; None when the turn has ended."""
+        if method == "ping":
+            return _dumped(_result(ident, {}))
+        if method == "tools/list":
+            return f'{{"jsonrpc": "2.0", "id": {json.dumps(ident)}, "result": {turn.listing}}}'.encode()
+        if method == "tools/call":
+            return self._tools_call(turn, ident, params)
+        return _dumped(_error(ident, METHOD_NOT_FOUND, f"Method not found: {method[:100]}"))
 
     def _initialize(self, turn: ServedTurn, ident: Any, params: Mapping[str, Any]) -> None:
         session, version = turn.open_session(params.get("protocolVersion"))
         result: dict[str, Any] = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": SERVER_INFO}
         self._answer(_result(ident, result), {"Mcp-Session-Id": session})
 
-    def _tools_call(self, turn: ServedTurn, ident: Any, params: Mapping[str, Any]) -> None:
+    def _tools_call(self, turn: ServedTurn, ident: Any, params: Mapping[str, Any]) -> bytes | None:
+        """The answer to a tools/call, the call answered and recorded; None when the turn has ended."""
         name = params.get("name")
         if not isinstance(name, str):
-            self._answer(_error(ident, INVALID_PARAMS, "Invalid params: tools/call needs a tool's name"))
-            return
+            return _dumped(_error(ident, INVALID_PARAMS, "Invalid params: tools/call needs a tool's name"))
         served = turn.call(name, params.get("arguments"))
         if served is None:
-            self._send(404)
-            return
+            return None
         content = served.result.content
         if name not in turn.offered:  # as the spec says: an unknown tool is the protocol's error, not the tool's
-            self._answer(_error(ident, INVALID_PARAMS, f"Unknown tool: {name[:100]}"))
-            return
+            return _dumped(_error(ident, INVALID_PARAMS, f"Unknown tool: {name[:100]}"))
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=_plain)
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": served.is_error}
         if isinstance(content, dict):
             result["structuredContent"] = content
-        self._answer(_result(ident, result))
+        return _dumped(_result(ident, result))
 
     def _end_session(self, turn: ServedTurn) -> None:
         session = self.headers.get("Mcp-Session-Id")
