@@ -152,7 +152,7 @@ class Tape:
                 if endpoint is not None:
                     self._play(entry["served"], endpoint, hidden, place)
                 self._spent(place, entry.get("latencyMs", 0.0))
-                return self._restored(entry["reply"])
+                return self._restored(entry["reply"], endpoint)
             if not self.record_missing:
                 if self.stopped_by is not None and not any(task == place.task for task, *_ in self.entries):
                     raise BackendError(self.stopped_by["code"], self.stopped_by["reason"])
@@ -206,7 +206,7 @@ class Tape:
         for index, made in enumerate(recorded):
             call = ToolCall(
                 made["name"],
-                self._restored(made["args"]),
+                self._restored(made["args"], endpoint),
                 made.get("argsError"),
                 turn=endpoint.turn,
                 reported_name=made.get("calledAs"),
@@ -251,17 +251,25 @@ class Tape:
         changed = _first_difference(shown, nearest["request"]) or "its key"  # a recorded key its request does not make
         return f"{where}: {changed} differs from the recorded request (turn {nearest['turn']}, step {nearest['step']})"
 
-    def _restored(self, reply: Any) -> Any:
-        """The recorded reply with each value the run knows put back where the cassette names it."""
-        if not self.restore:
-            return reply
-        if isinstance(reply, str):
-            return MARKED.sub(lambda found: self.restore.get(found.group(0), found.group(0)), reply)
-        if isinstance(reply, list):
-            return [self._restored(item) for item in reply]
-        if isinstance(reply, dict):
-            return {self._restored(key): self._restored(item) for key, item in reply.items()}
-        return reply
+    def _restored(self, reply: Any, endpoint: ServedTurn | None = None) -> Any:
+        """The recorded reply with each value the run knows put back where the cassette names it; a tool server's path
+        as the replayed turn's own, masked as the live one was."""
+        if endpoint is None:
+            return _put_back(reply, self.restore) if self.restore else reply
+        from harness.observed import secret_paths  # loaded already: the trial is served
+
+        return _put_back(reply, {**self.restore, SERVED_AT: secret_paths(endpoint)[0]})
+
+
+def _put_back(value: Any, restore: Mapping[str, str]) -> Any:
+    """The value with each marker of the cassette's that restore knows replaced by what it names."""
+    if isinstance(value, str):
+        return MARKED.sub(lambda found: restore.get(found.group(0), found.group(0)), value)
+    if isinstance(value, list):
+        return [_put_back(item, restore) for item in value]
+    if isinstance(value, dict):
+        return {_put_back(key, restore): _put_back(item, restore) for key, item in value.items()}
+    return value
 
 
 def _steady(body: Any) -> Any:

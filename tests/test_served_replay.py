@@ -191,6 +191,21 @@ class ReplayedWorlds(TempDirTestCase):
         for secret in (paths[0], TOKEN):
             self.assertNotIn(secret, written)
 
+    def test_a_trial_path_the_agent_said_back_replays_masked_as_it_was_live(self) -> None:
+        def echoes(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            server = received.json["toolServer"]
+            call_served(server["callUrl"], "fs_read", {"path": server["callUrl"]})
+            send_json(
+                handler, {"toolCall": {"name": "fs_read", "args": {"path": server["url"]}}, "text": server["url"]}
+            )
+
+        recorded, code = self.record(echoes, "--task", "tidy-up")
+        stdout, stderr, replay_code = self.replay("--task", "tidy-up")
+        self.assertEqual((stderr, replay_code), ("", code), stdout)
+        replayed = self.read_json("replayed.json")
+        self.assertEqual(comparable(replayed), comparable(recorded))
+        self.assertRegex(replayed["results"][0]["trialResults"][0]["text"], r"^http://127\.0\.0\.1:\d+\*\*\*$")
+
     def test_a_secret_sent_in_a_served_call_the_reply_leaves_out_is_a_leak_replayed_as_it_was_live(self) -> None:
         def leaks(received: Received, handler: BaseHTTPRequestHandler) -> None:
             call_served(received.json["toolServer"]["callUrl"], "fs_read", {"path": TOKEN})
