@@ -241,6 +241,19 @@ class RealMcpClients(Serving):
             (call.result.call.name, call.result.call.reported_name, call.turn), ("contacts.find", "contacts_find", 2)
         )
 
+    def test_with_safe_names_the_plain_endpoint_answers_a_call_by_the_task_file_s_name_too(self) -> None:
+        names = {tool.name.replace(".", "_"): tool.name for tool in WORLDS.tools}
+        served, _ = self.share_turn(names=names)
+        for name in ("contacts_find", "contacts.find"):  # the name offered, and the one the request's tools say
+            self.assertEqual(
+                json.loads(post(served.call_url, {"name": name, "arguments": {"name": "Bo"}})[2]),
+                {"result": {"name": "Bo Berg", "email": "bo@example.com"}},
+            )
+        self.assertEqual(
+            [(call.result.call.name, call.result.call.reported_name) for call in served.calls()],
+            [("contacts.find", "contacts_find"), ("contacts.find", None)],
+        )
+
     def test_only_the_tools_offered_at_the_turn_are_listed_and_answered(self) -> None:
         offered = [tool for tool in WORLDS.tools if tool.name in ("fs.ls", "fs.read")]
         world = self.world()

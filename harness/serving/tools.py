@@ -91,7 +91,9 @@ class ServedTurn:
         self.call_url = f"{base}/{self.token}/call"
         self.refused = 0  # calls past MAX_CALLS, answered with an error and not recorded
         served_as = {task_name: offered for offered, task_name in (names or {}).items()}
-        self.offered = {served_as.get(tool.name, tool.name): tool.name for tool in tools}
+        # Offered by the names' keys, and answered by the task file's names too (a request's tools say them): the
+        # loader lets no tool's safe name be another's task-file name.
+        self.offered = {name: tool.name for tool in tools for name in (served_as.get(tool.name, tool.name), tool.name)}
         self.listing = json.dumps(
             {
                 "tools": [
