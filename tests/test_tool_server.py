@@ -418,6 +418,19 @@ class Isolation(Serving):
 
 
 class Bounds(Serving):
+    def test_a_length_of_more_digits_than_int_reads_is_413_not_a_traceback(self) -> None:
+        served, _ = self.share_turn()
+        path = urlsplit(served.call_url).path
+        for expect in ("", "Expect: 100-continue\r\n"):
+            with (
+                self.subTest(expect=bool(expect)),
+                socket.create_connection(("127.0.0.1", self.server.port), WAIT) as c,
+            ):
+                c.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{expect}Content-Length: {'9' * 5000}\r\n\r\n".encode())
+                self.assertTrue(c.recv(1024).startswith(b"HTTP/1.1 413 "))
+        self.assertEqual(post(served.call_url, {"name": "fs.ls"})[0], 200)
+        self.assertEqual(served.calls()[0].result.call.name, "fs.ls")
+
     def test_a_body_over_the_cap_is_413_and_the_server_serves_on(self) -> None:
         served, _ = self.share_turn()
         huge = json.dumps({"name": "fs.ls", "arguments": {"pad": "x" * (10 * 1024 * 1024)}}).encode()

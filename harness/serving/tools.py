@@ -387,7 +387,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _length(self) -> int:
         """The body's length as the request says it, -1 when it says what is not one."""
         given = self.headers.get("Content-Length", "0")
-        return int(given) if given.isascii() and given.isdigit() else -1  # int() would take " +1_0 " too
+        if not (given.isascii() and given.isdigit()):  # int() would take " +1_0 " too
+            return -1
+        digits = given.lstrip("0")
+        return int(digits or "0") if len(digits) <= 18 else MAX_BODY + 1  # int() raises past 4,300 digits
 
     def _body(self) -> bytes | None:
         """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
