@@ -57,6 +57,7 @@ ENTRY_DEPTH = 2 * JSON_DEPTH
 SERVED_AT = MARKER.format(TOOL_SERVER)
 SOURCES: frozenset[str] = frozenset(get_args(ResultSource))
 SHOWN = 200  # characters of a served call that a miss quotes
+MODEL_KEYS = frozenset({"key", "api_key"})  # query parameters of a model call that carry the agent's key: not keyed
 
 
 class Tape:
@@ -133,6 +134,9 @@ class Tape:
     ) -> Any:
         """The reply to this request: the recorded one when replaying, else sent (and recorded)."""
         place = placed() or Place("", 1, 1, 1)
+        proxied = proxying()
+        if proxied is not None:  # an agent whose model calls the run proxies: it runs live, its model is recorded
+            return self._proxied(place, request, send, hidden, timed, proxied)
         endpoint = serving()
         if endpoint is not None:  # an agent that runs its own tools: its tool server's paths are secrets too
             hidden = hidden | self._served_secrets(place, endpoint)
@@ -160,9 +164,6 @@ class Tape:
         started, before = time.perf_counter(), held_so_far()
         answered = len(endpoint.calls()) if endpoint is not None else 0
         reply = send()
-        proxied = proxying()
-        if proxied is not None:  # the key the agent sent its model through the proxy during the exchange, and the path
-            hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
         entry.update(request=shown, reply=hidden.mark_json(reply))
         if endpoint is not None:  # the calls the tool server answered during the exchange, in order
@@ -170,6 +171,44 @@ class Tape:
         if timed:  # a replay sending what its cassette misses measures it as a live run does
             lasted = time.perf_counter() - started - (held_so_far() - before)
             entry["latencyMs"] = round(max(0.0, lasted) * 1000, 3)
+        with self.lock:
+            self.entries[_where(entry)] = entry
+        return reply
+
+    def _proxied(
+        self,
+        place: Place,
+        request: Mapping[str, Any],
+        send: Callable[[], Any],
+        hidden: Secrets,
+        timed: bool,
+        proxied: Any,
+    ) -> Any:
+        """An exchange with an agent whose model calls the run proxies: sent live, replaying or not (its code is what
+        a replay runs), its model calls answered from the cassette on a replay and recorded on a recording, in the
+        entry of the exchange they were made during. The key the agent sent its model, and its path on the proxy,
+        are never written."""
+        recorded = self.entries.get((place.task, place.trial, place.turn, place.step)) if self.replaying else None
+        models = ModelTape(
+            None if not self.replaying else list(recorded.get("models", ())) if recorded else [],
+            self.record_missing,
+            self._restored,
+        )
+        proxied.tape = models
+        started, before = time.perf_counter(), held_so_far()
+        try:
+            reply = send()
+        finally:
+            proxied.tape = None
+        if not self.recording:
+            return reply
+        hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
+        shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
+        key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
+        entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}
+        entry.update(request=shown, reply=hidden.mark_json(reply), models=hidden.mark_json(models.kept))
+        if timed:
+            entry["latencyMs"] = round(max(0.0, time.perf_counter() - started - (held_so_far() - before)) * 1000, 3)
         with self.lock:
             self.entries[_where(entry)] = entry
         return reply
@@ -270,6 +309,61 @@ def _put_back(value: Any, restore: Mapping[str, str]) -> Any:
     if isinstance(value, dict):
         return {_put_back(key, restore): _put_back(item, restore) for key, item in value.items()}
     return value
+
+
+class ModelTape:
+    """The model calls an agent makes through the run's model proxy during one exchange, as the cassette holds them:
+    the recorded ones a replay answers with (each once, the first recorded for the same request first), and the ones
+    to keep (those played, and those sent live)."""
+
+    def __init__(
+        self, recorded: list[dict[str, Any]] | None, record_missing: bool, restored: Callable[[Any], Any]
+    ) -> None:
+        self.replaying = recorded is not None
+        self.record_missing = record_missing
+        self.recorded = recorded or []
+        self.used: set[int] = set()
+        self.kept: list[dict[str, Any]] = []
+        self._restored = restored
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def request(method: str, path: str, query: str, body: bytes) -> dict[str, Any]:
+        """A model call as a cassette keys it: the method, the path after the trial's (the query without its keys),
+        and the body (its JSON, when it is JSON)."""
+        kept = "&".join(part for part in query.split("&") if part and part.split("=")[0].lower() not in MODEL_KEYS)
+        try:
+            read: Any = _steady(json.loads(body)) if body else ""
+        except (ValueError, RecursionError):
+            read = body.decode("utf-8", "replace")
+        return {"method": method, "path": path + (f"?{kept}" if kept else ""), "body": read}
+
+    def play(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The recorded answer to this call, or None when the exchange recorded none for it."""
+        key = sha256_hex(canonical_json(request).encode("utf-8"))
+        with self._lock:
+            found = next((i for i, made in enumerate(self.recorded) if i not in self.used and made["key"] == key), None)
+            if found is None:
+                return None
+            self.used.add(found)
+            self.kept.append(self.recorded[found])
+        answer: dict[str, Any] = self._restored(self.recorded[found]["answer"])
+        return answer
+
+    def miss(self, request: Mapping[str, Any]) -> str:
+        """Why a call has no recorded answer: what differs from the nearest recorded call of the exchange."""
+        unused = [made for i, made in enumerate(self.recorded) if i not in self.used]
+        if not unused:
+            return f"no recorded model call for {request['method']} {request['path']} in this exchange"
+        nearest = unused[0]
+        changed = _first_difference(request, nearest["request"]) or "its key"
+        return f"the model call {request['method']} {request['path']}: {changed} differs from the recorded one"
+
+    def keep(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        """A call sent live, and its answer, for the cassette."""
+        key = sha256_hex(canonical_json(request).encode("utf-8"))
+        with self._lock:
+            self.kept.append({"key": key, "request": dict(request), "answer": dict(answer)})
 
 
 def _steady(body: Any) -> Any:
@@ -424,6 +518,8 @@ def _entries(path: str, raw: bytes, backend: str) -> Iterator[dict[str, Any]]:
                 raise ConfigError(f"{path}: line {number}: {name}: expected {what}")
         if "served" in value:
             _check_served(f"{path}: line {number}", value["served"])
+        if "models" in value:
+            _check_models(f"{path}: line {number}", value["models"])
         latency = value.get("latencyMs", 0)
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency <= MAX_LATENCY_MS:
             raise ConfigError(f"{path}: line {number}: latencyMs: expected a number of milliseconds from 0 to 2^52")
@@ -470,6 +566,26 @@ def _check_served(where: str, served: Any) -> None:
         for name, (what, fits) in {**SERVED_FIELDS, **SERVED_OPTIONAL}.items():
             if name in made and not fits(made[name]):
                 raise ConfigError(f"{where}: served[{index}].{name}: expected {what}")
+
+
+def _check_models(where: str, models: Any) -> None:
+    """An entry's model calls as a run records them; ConfigError naming the first field that is not."""
+    if not isinstance(models, list):
+        raise ConfigError(f"{where}: models: expected an array of the model calls made through the proxy")
+    for index, made in enumerate(models):
+        answer = made.get("answer") if isinstance(made, dict) else None
+        if not (
+            isinstance(made, dict)
+            and isinstance(made.get("key"), str)
+            and isinstance(made.get("request"), dict)
+            and isinstance(answer, dict)
+            and type(answer.get("status")) is int
+            and isinstance(answer.get("contentType"), str)
+            and isinstance(answer.get("body"), str)
+        ):
+            raise ConfigError(
+                f"{where}: models[{index}]: expected an object with key, request and answer (status, contentType, body)"
+            )
 
 
 def _object(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from harness.records import ModelCall, Outcome
 
 MODEL_UNREACHABLE = "model:unreachable"
+MISS = "replay:miss"  # harness.cassette's
 MODEL_PROXY = "EVAL_MODEL_PROXY"  # what a trial's path and its agent's key are masked as: the setting that proxies them
 
 
@@ -31,3 +32,11 @@ def unreachable(calls: Sequence[ModelCall], upstream: str) -> Outcome | None:
         return None
     made = f"{failed} model call{'' if failed == 1 else 's'}"
     return Outcome("error", MODEL_UNREACHABLE, f"the model proxy could not reach {upstream} ({made}, none got through)")
+
+
+def missed(misses: Sequence[str]) -> Outcome | None:
+    """The trial's error when a replay's cassette lacked one of its model calls: the first, and why."""
+    if not misses:
+        return None
+    more = f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""
+    return Outcome("error", MISS, f"{misses[0]}{more}")

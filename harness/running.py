@@ -106,9 +106,9 @@ def run_task(
             hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
         outcome = score(task, reply, secrets)
         if proxied is not None and proxy is not None:
-            from harness.proxied import unreachable
+            from harness.proxied import missed, unreachable
 
-            outcome = unreachable(model_calls, proxy.shown_upstream) or outcome
+            outcome = missed(proxied.misses) or unreachable(model_calls, proxy.shown_upstream) or outcome
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
     if task.judges_turns:

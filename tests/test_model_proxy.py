@@ -368,6 +368,17 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         return self.trial.calls()
 
 
+def steady(document: dict[str, Any]) -> list[Any]:
+    """A results document's trials but for what timing changes."""
+    trials = [trial for entry in document["results"] for trial in entry["trialResults"]]
+    for trial in trials:
+        trial.pop("durationMs")
+        for call in trial.get("modelCalls", {}).get("calls", []):
+            call.pop("latencyMs")
+        trial.get("modelCalls", {}).pop("latencyMs", None)
+    return trials
+
+
 class RunsThroughTheProxy(TempDirTestCase):
     """The CLI run of an http agent whose own model client (the openai SDK) goes through modelProxy.baseUrl."""
 
@@ -383,7 +394,14 @@ class RunsThroughTheProxy(TempDirTestCase):
             json.dump(data, f)
         self.bodies: list[dict[str, Any]] = []
 
-    def agent(self, calls: int = 1, echo: bool = False, usage: dict[str, int] | None = None) -> Any:
+    def agent(
+        self,
+        calls: int = 1,
+        echo: bool = False,
+        usage: dict[str, int] | None = None,
+        system: str = "You are careful.",
+        streamed: bool = False,
+    ) -> Any:
         """An agent that asks its model (through the proxy it is told of) before it answers as the stub would."""
 
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
@@ -392,8 +410,14 @@ class RunsThroughTheProxy(TempDirTestCase):
             base = body["modelProxy"]["baseUrl"]
             client = openai.OpenAI(base_url=base, api_key=OPENAI_KEY, max_retries=0, timeout=WAIT)
             try:
+                messages: Any = [{"role": "system", "content": system}, {"role": "user", "content": body["prompt"]}]
                 for _ in range(calls):
-                    client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+                    client.chat.completions.create(model="fake-model", messages=messages)
+                if streamed:
+                    chunks = client.chat.completions.create(
+                        model="fake-model", messages=messages, stream=True, stream_options={"include_usage": True}
+                    )
+                    self.assertEqual("".join(c.choices[0].delta.content or "" for c in chunks if c.choices), "Hello")
                 if echo:
                     anthropic.Anthropic(
                         base_url=base, api_key="unused", default_headers={"x-api-key": ANTHROPIC_KEY}, max_retries=0
@@ -499,6 +523,33 @@ class RunsThroughTheProxy(TempDirTestCase):
             recorded = f.read()
         for secret in (OPENAI_KEY, ANTHROPIC_KEY, GOOGLE_KEY, QUERY_KEY, token):
             self.assertNotIn(secret, recorded)
+
+    def test_a_replay_answers_the_live_agent_s_model_calls_from_the_cassette_with_the_upstream_stopped(self) -> None:
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        upstream = self.upstream.url("/v1")
+        agent = self.agent(calls=2, streamed=True)
+        _out, err, code, recorded = self.run_with(agent, upstream, "--record", cassette, "--runs", "2")
+        self.assertEqual(code, 0, err)
+        self.upstream.__exit__(None, None, None)  # nothing answers there now
+        _out, err, code, replayed = self.run_with(agent, upstream, "--replay", cassette, "--runs", "2")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(self.bodies), 4)  # the agent ran in the replay too
+        self.assertEqual(steady(replayed), steady(recorded))
+        [trial, _] = replayed["results"][0]["trialResults"]
+        self.assertEqual((trial["modelCalls"]["count"], trial["usage"]), (3, {"inputTokens": 252, "outputTokens": 65}))
+
+    def test_a_replay_whose_agent_asks_its_model_otherwise_is_a_replay_miss_naming_what_changed(self) -> None:
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        upstream = self.upstream.url("/v1")
+        _out, err, code, _document = self.run_with(self.agent(), upstream, "--record", cassette)
+        self.assertEqual(code, 0, err)
+        changed = self.agent(system="You are reckless.")
+        _out, err, code, replayed = self.run_with(changed, upstream, "--replay", cassette)
+        self.assertEqual(code, 1, err)
+        [trial] = replayed["results"][0]["trialResults"]
+        self.assertEqual(trial["code"], "replay:miss")
+        self.assertIn("body.messages[0].content differs from the recorded one", trial["reason"])
+        self.assertEqual(len(self.upstream.received), 1)  # the replay sent nothing upstream
 
     def test_an_upstream_nobody_reaches_is_exit_3(self) -> None:
         with socket.socket() as unused:

@@ -20,9 +20,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from harness.records import ModelCall
@@ -61,6 +61,7 @@ HOP_BY_HOP = frozenset(
 UNREACHABLE = "unreachable"
 CLIENT_GONE = "client-gone"
 UPSTREAM_GONE = "upstream-gone"
+REPLAY_MISS = "replay-miss"
 
 
 def wire_format(path: str) -> str:
@@ -120,6 +121,29 @@ def error_body(form: str, message: str) -> bytes:
     return json.dumps(shaped).encode()
 
 
+class ModelTape(Protocol):
+    """What the proxy asks of the run's cassette during an exchange (harness/cassette.py's ModelTape)."""
+
+    replaying: bool
+    record_missing: bool
+
+    def request(self, method: str, path: str, query: str, body: bytes) -> dict[str, Any]:
+        """A call as the cassette keys it."""
+        ...
+
+    def play(self, request: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The recorded answer to a call, or None."""
+        ...
+
+    def miss(self, request: Mapping[str, Any]) -> str:
+        """Why a call has no recorded answer."""
+        ...
+
+    def keep(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
+        """A call sent live, and its answer, for the cassette."""
+        ...
+
+
 class ProxiedTrial:
     """One trial's path on the proxy, for all its turns: the model calls forwarded on it, in order, and the key values
     its agent sent."""
@@ -128,6 +152,8 @@ class ProxiedTrial:
         self.token = secrets.token_urlsafe(24)
         self.base_url = f"{base}/{self.token}"
         self.keys: set[str] = set()
+        self.tape: ModelTape | None = None  # the cassette's, during an exchange of a run that records or replays
+        self.misses: list[str] = []  # why the calls a replay's cassette lacked were refused
         self._calls: list[ModelCall] = []
         self._lock = threading.Lock()
         self._on_end: Any = lambda token: None
@@ -324,6 +350,19 @@ class _Handler(BaseHTTPRequestHandler):
         upstream, route = self.server.upstream, self.server.route
         form = wire_format(rest)
         model = _requested_model(form, rest, body)
+        tape = trial.tape
+        asked = tape.request(self.command, rest, query, body) if tape is not None else None
+        if tape is not None and asked is not None and tape.replaying:
+            played = tape.play(asked)
+            if played is not None:
+                self._play(trial, form, model, played)
+                return
+            if not tape.record_missing:  # nothing leaves the machine: a call the cassette lacks fails, closed
+                reason = tape.miss(asked)
+                trial.add(ModelCall(form, model, 400, None, None, 0.0, REPLAY_MISS))
+                trial.misses.append(reason)
+                self._send(400, error_body(form, f"replay:miss: {reason}"), {"Content-Type": "application/json"})
+                return
         target = route.prefix + upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
         headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
         headers.update(route.headers, **{"Accept-Encoding": "identity"})
@@ -346,15 +385,25 @@ class _Handler(BaseHTTPRequestHandler):
                 reason = "the upstream API closed the connection before it answered"
                 self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
                 return
-            self._relay(trial, form, model, response, started)
+            kept = self._relay(trial, form, model, response, started, tape is not None)
+            if tape is not None and asked is not None and kept is not None:
+                content_type = response.getheader("Content-Type", "")
+                tape.keep(asked, {"status": response.status, "contentType": content_type, "body": kept})
         finally:
             self._unwatch(connection.sock)
             connection.close()
 
     def _relay(
-        self, trial: ProxiedTrial, form: str, model: str | None, response: http.client.HTTPResponse, started: float
-    ) -> None:
-        """Pass the upstream's answer on: read whole when its length is said, else chunk by chunk as it comes."""
+        self,
+        trial: ProxiedTrial,
+        form: str,
+        model: str | None,
+        response: http.client.HTTPResponse,
+        started: float,
+        keep: bool = False,
+    ) -> str | None:
+        """Pass the upstream's answer on: read whole when its length is said, else chunk by chunk as it comes. What
+        it was, as text, when keep says to keep it for the cassette and it came whole (None otherwise)."""
         passed = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
         length = response.getheader("Content-Length")
         bodiless = response.status in (204, 304) or self.command == "HEAD"  # no body to frame, whatever its headers say
@@ -380,15 +429,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(response.status, answer, dict(passed), reason=response.reason)
             else:
                 self._send(502, error_body(form, "the upstream API closed the connection mid-answer"))
-            return
+            return answer.decode("utf-8", "replace") if keep and error is None else None
         self.send_response_only(response.status, response.reason)
         for key, value in passed:
             self.send_header(key, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         events = _Events()
+        whole = bytearray() if keep else None
         try:
             for chunk in _chunks(response):
+                if whole is not None:
+                    whole += chunk
+                    if len(whole) > MAX_ANSWER:
+                        whole = None  # too large to keep: the cassette will miss it
                 try:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
@@ -409,6 +463,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self.close_connection = True
         trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
+        return whole.decode("utf-8", "replace") if whole is not None and error is None else None
+
+    def _play(self, trial: ProxiedTrial, form: str, model: str | None, answer: Mapping[str, Any]) -> None:
+        """Answer a call as the cassette recorded it: its status, its content type and its body (a stream's events
+        whole), its tokens read from it as they were live."""
+        body = answer["body"].encode("utf-8")
+        usage: tuple[int | None, int | None] = (None, None)
+        answered = model
+        events = _Events()
+        for message in events.read(body + b"\n") if "event-stream" in answer["contentType"] else [_json(body)]:
+            usage = usage_of(form, message, usage)
+            answered = _model_of(message, answered)
+        trial.add(ModelCall(form, answered, answer["status"], usage[0], usage[1], 0.0))
+        self._send(answer["status"], body, {"Content-Type": answer["contentType"]})
 
     def _watch(self, sock: socket.socket | None) -> None:
         if sock is not None:
@@ -507,6 +575,13 @@ class _Events:
                 yield json.loads(line.strip(b",[]") if line[:1] in b"[," else line)
             except (ValueError, RecursionError):
                 continue
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
