@@ -333,6 +333,14 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:40])
         self.assertEqual(self.upstream.received, [])
 
+    def test_a_content_length_of_5000_digits_is_a_413_not_a_traceback(self) -> None:
+        host, port = self.proxy.base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            head = f"POST /{self.trial.token}/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {'9' * 5000}"
+            sock.sendall(head.encode() + b"\r\n\r\n")
+            answer = sock.recv(4096)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 413"), answer[:40])
+
     def test_a_stream_the_client_stops_reading_ends_the_call_and_close_returns(self) -> None:
         def endless(received: Received, handler: BaseHTTPRequestHandler) -> None:
             def events() -> Iterator[bytes]:

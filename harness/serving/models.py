@@ -305,8 +305,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._forward(trial, slash + tail, query, body)
 
     def _length(self) -> int:
+        """The body's length as the request says it, -1 when it says what is not one."""
         given = self.headers.get("Content-Length", "0")
-        return int(given) if given.isascii() and given.isdigit() else -1
+        if not (given.isascii() and given.isdigit()):  # int() would take " +1_0 " too
+            return -1
+        digits = given.lstrip("0")
+        return int(digits or "0") if len(digits) <= 18 else MAX_BODY + 1  # int() raises past 4,300 digits
 
     def _body(self) -> bytes | None:
         """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
@@ -407,7 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
         passed = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
         length = response.getheader("Content-Length")
         bodiless = response.status in (204, 304) or self.command == "HEAD"  # no body to frame, whatever its headers say
-        streamed = not bodiless and (length is None or not length.isdigit() or int(length) > MAX_ANSWER)
+        said = length is not None and length.isascii() and length.isdigit() and len(length) <= 18  # int() reads it
+        streamed = not bodiless and (not said or int(length or "0") > MAX_ANSWER)
         error = None
         usage: tuple[int | None, int | None] = (None, None)
         answered = model
