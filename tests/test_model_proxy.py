@@ -536,10 +536,11 @@ class RunsThroughTheProxy(TempDirTestCase):
         cassette = os.path.join(self.tmp, "cassette.jsonl")
         upstream = self.upstream.url("/v1")
         agent = self.agent(calls=2, streamed=True)
-        _out, err, code, recorded = self.run_with(agent, upstream, "--record", cassette, "--runs", "2")
+        wide = ("--runs", "2", "--concurrency", "4")
+        _out, err, code, recorded = self.run_with(agent, upstream, "--record", cassette, *wide)
         self.assertEqual(code, 0, err)
         self.upstream.__exit__(None, None, None)  # nothing answers there now
-        _out, err, code, replayed = self.run_with(agent, upstream, "--replay", cassette, "--runs", "2")
+        _out, err, code, replayed = self.run_with(agent, upstream, "--replay", cassette, *wide)
         self.assertEqual(code, 0, err)
         self.assertEqual(len(self.bodies), 4)  # the agent ran in the replay too
         self.assertEqual(steady(replayed), steady(recorded))
@@ -589,3 +590,80 @@ class RunsThroughTheProxy(TempDirTestCase):
     def record(self, received: Received, handler: BaseHTTPRequestHandler) -> None:
         self.bodies.append(received.json)
         send_json(handler, CANNED[received.json["prompt"]])
+
+
+BASELINE = {"system": "You are careful.", "description": "Search assets by tag.", "model": "fake-model", "result": "3"}
+
+
+class ReplayMisses(TempDirTestCase):
+    """A replay fails closed on what changes what the agent asks its model, for exactly the trials it changes."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.upstream = self.serve(FakeApis())
+        data = canonical_task_data()
+        data["tasks"] = data["tasks"][:2]
+        self.changed_task = data["tasks"][1]["id"]
+        self.tasks = os.path.join(self.tmp, "tasks.json")
+        with open(self.tasks, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        self.cassette = os.path.join(self.tmp, "cassette.jsonl")
+
+    def agent(self, changed: dict[str, str], refactored: bool = False) -> Any:
+        """An agent that calls a tool, then asks its model with the tool's result; `changed` applies to the second
+        task only. Refactored, it builds the same request another way."""
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = received.json
+            made = {**BASELINE, **(changed if body["taskId"] == self.changed_task else {})}
+            tool = {"type": "function", "function": {"name": "search", "description": made["description"]}}
+            messages: Any = [
+                {"role": "system", "content": made["system"]},
+                {"role": "user", "content": body["prompt"]},
+                {"role": "tool", "tool_call_id": "call_1", "content": made["result"]},
+            ]
+            if refactored:  # the same request, made otherwise
+                messages = [dict(reversed(list(message.items()))) for message in messages]
+            client = openai.OpenAI(base_url=body["modelProxy"]["baseUrl"], api_key="dummy", max_retries=0)
+            try:
+                client.chat.completions.create(model=made["model"], messages=messages, tools=[tool])
+            except openai.APIError as exc:
+                send_json(handler, {"error": f"the model failed: {exc}"}, 500)
+                return
+            send_json(handler, CANNED[body["prompt"]])
+
+        return self.serve(respond)
+
+    def run_with(self, agent: Any, *args: str) -> tuple[int, str, dict[str, Any]]:
+        results = os.path.join(self.tmp, "results.json")
+        env = clean_env(
+            EVAL_TASKS=self.tasks,
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_MODEL_PROXY=self.upstream.url("/v1"),
+            EVAL_RESULTS=results,
+        )
+        _out, err, code = run_cli(*args, env=env)
+        with open(results, encoding="utf-8") as f:
+            return code, err, json.load(f)
+
+    def test_a_changed_request_misses_for_exactly_its_trials_and_a_refactor_replays_clean(self) -> None:
+        code, err, _ = self.run_with(self.agent({}), "--record", self.cassette)
+        self.assertEqual(code, 0, err)
+        cases = [
+            ("the system prompt", {"system": "You are reckless."}, "body.messages[0].content"),
+            ("a tool's description", {"description": "Find assets."}, "body.tools[0].function.description"),
+            ("the model", {"model": "other-model"}, "body.model"),
+            ("a tool result", {"result": "4"}, "body.messages[2].content"),
+        ]
+        for what, changed, path in cases:
+            with self.subTest(what):
+                code, err, document = self.run_with(self.agent(changed), "--replay", self.cassette)
+                verdicts = {e["id"]: e["trialResults"][0] for e in document["results"]}
+                self.assertEqual([t["code"] for i, t in verdicts.items() if i != self.changed_task], [None], err)
+                missed = verdicts[self.changed_task]
+                self.assertEqual(missed["code"], "replay:miss")
+                self.assertIn(f"{path} differs from the recorded one", missed["reason"])
+        code, err, document = self.run_with(self.agent({}, refactored=True), "--replay", self.cassette)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(self.upstream.received), 2)  # the recording's: no replay sent anything upstream
