@@ -290,7 +290,13 @@ def serving(sources: Sources) -> Serving | None:
     """The tool server's settings; None when the run serves no tools."""
     if sources.get(TOOL_SERVER) == "off":
         return None
-    return Serving(sources.get(TOOL_NAMES) == "safe", sources.get(TOOL_SERVER_HOST), sources.get(TOOL_SERVER_URL))
+    address, advertised = sources.get(TOOL_SERVER_HOST), sources.get(TOOL_SERVER_URL)
+    if advertised is not None and address[1] == 0:  # a tunnel or a proxy is set up to one port, before the run
+        raise ConfigError(
+            f"{TOOL_SERVER_URL.var}: the server it leads to binds a free port, which nothing can point at; set "
+            f"{TOOL_SERVER_HOST.var}=HOST:PORT too"
+        )
+    return Serving(sources.get(TOOL_NAMES) == "safe", address, advertised)
 
 
 COMMAND = (AGENT_CMD, REQUEST_FIELDS, TIMEOUT, MAX_RESPONSE_BYTES, *SERVING, MODEL_PROXY)

@@ -292,6 +292,18 @@ class ServedWorlds(TempDirTestCase):
                     ),
                 )
 
+    def test_an_advertised_url_with_no_port_bound_to_point_at_is_exit_2(self) -> None:
+        stdout, stderr, code = self.run_http(McpAgent(CAREFUL), EVAL_TOOL_SERVER_URL="https://tools.example.ngrok.app")
+        self.assertEqual(
+            (stdout, stderr, code),
+            (
+                "",
+                "eval_agent: error: EVAL_TOOL_SERVER_URL: the server it leads to binds a free port, which nothing can "
+                "point at; set EVAL_TOOL_SERVER_HOST=HOST:PORT too\n",
+                2,
+            ),
+        )
+
     def test_an_address_the_server_cannot_bind_is_exit_2_naming_the_setting(self) -> None:
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
@@ -490,6 +502,7 @@ class ServedToACommand(TempDirTestCase):
                     EVAL_AGENT_CMD=f"{sys.executable} -c {shlex.quote(says)}",
                     EVAL_TASKS=self.write_json("tasks.json", data),
                     EVAL_TOOL_SERVER=tool_server,
+                    EVAL_TOOL_SERVER_HOST="0.0.0.0:8765",
                     EVAL_TOOL_SERVER_URL="http://host.docker.internal:8765",  # a container's way to the served tools
                 )
                 stdout, stderr, code = run_cli(env=env, cwd=self.tmp)
