@@ -302,6 +302,19 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
         self.assertEqual(forward.request_lines, [f"POST {self.upstream.url('/v1/chat/completions')} HTTP/1.1"])
 
+    def test_a_kept_alive_connection_the_upstream_closed_meanwhile_is_replaced_not_failed(self) -> None:
+        def closing(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_json(handler, openai_completion([], "Hello"))
+            handler.close_connection = True  # as an idle timeout does: closed after the answer, unannounced
+
+        proxy = ModelProxy(self.serve(closing).url("/v1"))
+        self.addCleanup(proxy.close)
+        client = self.openai_client().with_options(base_url=proxy.trial().base_url)
+        for _ in range(3):
+            completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            self.assertEqual(completion.choices[0].message.content, "Hello")
+            time.sleep(0.05)  # the upstream's close has arrived before the next call
+
     def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
         self.trial.end()
         with self.assertRaises(openai.NotFoundError):

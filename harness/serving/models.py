@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from http.client import HTTPException
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -39,6 +40,7 @@ DRAIN = 2.0  # seconds a refused body is read and thrown away, so that its sende
 CLOSE_WAIT = 2.0  # seconds close() waits for the connections' threads, once every connection is shut
 POLL = 0.2
 CHUNK = 65536
+KEPT_ALIVE = 32  # connections to the upstream kept open between calls
 TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
 KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 # Hop-by-hop headers (RFC 9110 7.6.1) and those the proxy sets itself: never forwarded either way.
@@ -208,6 +210,7 @@ class ModelProxy:
         listener.trials.clear()
         listener.shutdown()
         listener.server_close()
+        listener.route.close()
         with listener.lock:
             listener.closing = True
             connections, threads = list(listener.connections), list(listener.threads)
@@ -371,31 +374,45 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
         headers.update(route.headers, **{"Accept-Encoding": "identity"})
         started = time.perf_counter()
-        connection = route.connection()
+        connection, reused = route.take()
+        response = None
         try:
-            try:
-                connection.connect()
-            except OSError as exc:
-                trial.add(ModelCall(form, model, 502, None, None, _since(started), UNREACHABLE))
-                reason = f"the model proxy could not reach the upstream API: {exc.strerror or type(exc).__name__}"
-                self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
-                return
-            self._watch(connection.sock)
-            try:
-                connection.request(self.command, target, body, headers)
-                response = connection.getresponse()
-            except OSError:
-                trial.add(ModelCall(form, model, 502, None, None, _since(started), UPSTREAM_GONE))
-                reason = "the upstream API closed the connection before it answered"
-                self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
-                return
+            while True:
+                if not reused:
+                    try:
+                        connection.connect()
+                    except OSError as exc:
+                        trial.add(ModelCall(form, model, 502, None, None, _since(started), UNREACHABLE))
+                        reason = (
+                            f"the model proxy could not reach the upstream API: {exc.strerror or type(exc).__name__}"
+                        )
+                        self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
+                        return
+                self._watch(connection.sock)
+                try:
+                    connection.request(self.command, target, body, headers)
+                    response = connection.getresponse()
+                    break
+                except (OSError, HTTPException):
+                    self._unwatch(connection.sock)
+                    connection.close()
+                    if reused:  # a kept-alive connection the upstream had closed meanwhile: once more, on a new one
+                        connection, reused = route.connection(), False
+                        continue
+                    trial.add(ModelCall(form, model, 502, None, None, _since(started), UPSTREAM_GONE))
+                    reason = "the upstream API closed the connection before it answered"
+                    self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
+                    return
             kept = self._relay(trial, form, model, response, started, tape is not None)
             if tape is not None and asked is not None and kept is not None:
                 content_type = response.getheader("Content-Type", "")
                 tape.keep(asked, {"status": response.status, "contentType": content_type, "body": kept})
         finally:
             self._unwatch(connection.sock)
-            connection.close()
+            if response is not None and response.isclosed() and not response.will_close:
+                route.give(connection)  # read to its end: kept alive for the next call
+            else:
+                connection.close()
 
     def _relay(
         self,
@@ -536,6 +553,31 @@ class _Route:
         # request; through a tunnel (https), the request line carries the path, and the credentials go with CONNECT.
         self.prefix = f"http://{upstream.netloc.rpartition('@')[2]}" if proxy is not None and not https else ""
         self.headers, self.tunnel_headers = ({}, auth) if https else (auth, {})
+        self.idle: list[http.client.HTTPConnection] = []
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection to the upstream and True, or a new one (not yet connected) and False."""
+        with self.lock:
+            if self.idle:
+                return self.idle.pop(), True
+        return self.connection(), False
+
+    def give(self, connection: http.client.HTTPConnection) -> None:
+        """Keep a connection whose last answer was read whole, for the next call; closed when the pool is full."""
+        with self.lock:
+            if not self.closed and len(self.idle) < KEPT_ALIVE:
+                self.idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        """Close the kept-alive connections, and every one given back from now on."""
+        with self.lock:
+            self.closed, idle, self.idle = True, self.idle, []
+        for connection in idle:
+            connection.close()
 
     def connection(self) -> http.client.HTTPConnection:
         import http.client
