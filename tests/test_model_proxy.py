@@ -315,6 +315,25 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             self.assertEqual(completion.choices[0].message.content, "Hello")
             time.sleep(0.05)  # the upstream's close has arrived before the next call
 
+    def test_an_answer_the_upstream_cuts_short_is_a_502_and_recorded_so(self) -> None:
+        def cut(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", "1000")
+            handler.end_headers()
+            handler.wfile.write(b'{"id": "chatcmpl-1"')
+            handler.wfile.flush()
+            handler.close_connection = True
+
+        proxy = ModelProxy(self.serve(cut).url("/v1"))
+        self.addCleanup(proxy.close)
+        trial = proxy.trial()
+        client = self.openai_client().with_options(base_url=trial.base_url)
+        with self.assertRaises(openai.APIStatusError) as raised:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(raised.exception.status_code, 502)
+        self.assertEqual([call.error for call in trial.calls()], ["upstream-gone"])
+
     def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
         self.trial.end()
         with self.assertRaises(openai.NotFoundError):

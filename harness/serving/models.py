@@ -436,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not streamed:
             try:
                 answer = response.read()
-            except OSError:
+            except (OSError, HTTPException):  # reset, or closed short of its length (IncompleteRead)
                 answer, error = b"", UPSTREAM_GONE
             if error is None:
                 try:
@@ -474,7 +474,7 @@ class _Handler(BaseHTTPRequestHandler):
                 for message in events.read(chunk):
                     usage = usage_of(form, message, usage)
                     answered = _model_of(message, answered)
-        except OSError:
+        except (OSError, HTTPException):
             error = UPSTREAM_GONE
         if error is None:
             try:
