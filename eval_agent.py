@@ -200,7 +200,10 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     # An agent that runs its own tools is served the tools the harness plays; on a replay, the cassette plays the calls.
     serving: Serving | None = getattr(backend_settings, "serving", None)
     served = serving is not None and any(task.plays_tools for task in tasks)
-    unserved = tape.unserved() if judged is not None and served and tape is not None and tape.replaying else None
+    upstream: str | None = getattr(backend_settings, "model_proxy", None)
+    # A replay of an agent whose model calls the run proxies runs the agent, and its served tools, live.
+    replaying = tape is not None and tape.replaying and not upstream
+    unserved = tape.unserved() if judged is not None and served and tape is not None and replaying else None
     if unserved is not None:  # recorded before a cassette held the served calls: no call to play, no world changed
         judged = next(
             (state for task in tasks if task.id in unserved for state in (task.state, *task.turn_states) if state), None
@@ -232,7 +235,6 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
     if config.replay_path:
         plan += f", replaying {config.replay_path}"
-    upstream: str | None = getattr(backend_settings, "model_proxy", None)
     return Run(
         served=_tool_server(serving, task_file) if serving and served and not config.dry_run else None,
         proxy=_model_proxy(upstream) if upstream and not config.dry_run else None,

@@ -203,6 +203,9 @@ class Tape:
         if not self.recording:
             return reply
         hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
+        endpoint = serving()
+        if endpoint is not None:  # its tool server's paths are secrets too
+            hidden = hidden | self._served_secrets(place, endpoint)
         shown = hidden.mark_json({part: _steady(value) if part == "body" else value for part, value in request.items()})
         key = sha256_hex(canonical_json({"backend": self.backend, **shown}).encode("utf-8"))
         entry = {"task": place.task, "trial": place.trial, "turn": place.turn, "step": place.step, "key": key}

@@ -20,7 +20,7 @@ import anthropic
 import openai
 
 from harness.serving.models import ModelProxy
-from tests.providers import anthropic_message, openai_completion
+from tests.providers import anthropic_message, conversation_fake, openai_completion
 from tests.support import (
     CANNED,
     PROXY_VARIABLES,
@@ -32,6 +32,9 @@ from tests.support import (
     run_cli,
     send_json,
 )
+from tests.test_docs import CAREFUL, playing
+from tests.test_frameworks import example, require
+from tests.test_served_tools import WORLD_TASKS
 
 OPENAI_KEY = "sk-proxied-openai-key-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-proxied-key-0123456789abcdef"
@@ -409,10 +412,11 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
 
 
 def steady(document: dict[str, Any]) -> list[Any]:
-    """A results document's trials but for what timing changes."""
+    """A results document's trials but for what timing changes, and the conversations' ids (new every run)."""
     trials = [trial for entry in document["results"] for trial in entry["trialResults"]]
     for trial in trials:
         trial.pop("durationMs")
+        trial.pop("conversationId", None)
         for call in trial.get("modelCalls", {}).get("calls", []):
             call.pop("latencyMs")
         trial.get("modelCalls", {}).pop("latencyMs", None)
@@ -699,3 +703,49 @@ class ReplayMisses(TempDirTestCase):
         code, err, document = self.run_with(self.agent({}, refactored=True), "--replay", self.cassette)
         self.assertEqual(code, 0, err)
         self.assertEqual(len(self.upstream.received), 2)  # the recording's: no replay sent anything upstream
+
+
+class AnAgentsSdkAgentReplayed(TempDirTestCase):
+    """The OpenAI Agents SDK agent of examples/frameworks/ (its tools served over MCP), its model client through the
+    proxy: multi-step tasks in tool worlds recorded with the model up, then replayed with it stopped."""
+
+    def test_a_replay_with_the_model_stopped_gives_the_recorded_results(self) -> None:
+        require("agents")
+        from agents import set_tracing_disabled
+        from openai import AsyncOpenAI
+
+        set_tracing_disabled(True)  # traces would go to OpenAI's platform
+        invalid: list[str] = []
+        self.addCleanup(lambda: self.assertEqual(invalid, []))
+        model = self.serve(conversation_fake("openai", playing(CAREFUL), invalid))
+        adapter_module = example("openai_agents_mcp")
+        # Its own client points nowhere that answers: every model call it makes goes through the proxy.
+        adapter = adapter_module.Adapter(AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-test"), "gpt-5.5")
+        self.addCleanup(adapter.close)
+        server = adapter_module.serve(adapter)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        runs = []
+        for mode in ("--record", "--replay"):
+            results = os.path.join(self.tmp, f"results{mode}.json")
+            env = clean_env(
+                EVAL_TASKS=WORLD_TASKS,
+                EVAL_AGENT_URL=f"http://127.0.0.1:{server.server_port}/run",
+                EVAL_TOOL_NAMES="safe",
+                EVAL_MODEL_PROXY=model.url("/v1"),
+                EVAL_RESULTS=results,
+            )
+            _out, err, code = run_cli(mode, cassette, "--runs", "2", "--concurrency", "4", env=env, cwd=self.tmp)
+            with open(results, encoding="utf-8") as f:
+                runs.append((json.load(f), code, err))
+            model.__exit__(None, None, None)  # the replay has no model to reach
+        (recorded, code, err), (replayed, replay_code, replay_err) = runs
+        self.assertEqual((code, recorded["passed"]), (0, 6), err)
+        self.assertEqual(replay_code, 0, replay_err)
+        self.assertEqual(steady(replayed), steady(recorded))
+        calls = [trial["modelCalls"]["count"] for e in replayed["results"] for trial in e["trialResults"]]
+        self.assertTrue(all(count >= 2 for count in calls), calls)  # multi-step: a model call after the tools' results

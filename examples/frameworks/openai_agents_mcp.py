@@ -8,7 +8,8 @@
 What the agent does to the task's world is what the harness judges, from the calls it answered itself; the reply still
 says which calls the agent made, as any reply does. EVAL_TOOL_NAMES=safe has the tools offered under the names OpenAI
 takes (`fs_share` for `fs.share`). A request with no `toolServer` (a task whose tools the harness does not play) runs
-the agent with no tools.
+the agent with no tools. A request with `modelProxy` (a run with --model-proxy) has the agent's model calls go through
+the harness's proxy, which records them, or answers them from a cassette on --replay (see docs/recording.md).
 """
 
 from __future__ import annotations
@@ -74,7 +75,18 @@ class Adapter:
         return 200, {"toolCalls": calls_made(result.new_items), "text": result.final_output or ""}
 
     async def run(self, request: dict[str, Any], servers: list[MCPServerStreamableHttp]) -> Any:
-        agent = Agent(name="files", instructions=INSTRUCTIONS, model=self.model, mcp_servers=servers)
+        proxy = request.get("modelProxy")
+        if proxy is None:
+            return await self.run_with(self.model, request, servers)
+        # The one line an agent needs in eval mode: its model client pointed at the trial's base URL on the proxy.
+        async with AsyncOpenAI(base_url=proxy["baseUrl"], api_key=self.client.api_key) as client:
+            model = OpenAIChatCompletionsModel(model=self.model.model, openai_client=client)
+            return await self.run_with(model, request, servers)
+
+    async def run_with(
+        self, model: OpenAIChatCompletionsModel, request: dict[str, Any], servers: list[MCPServerStreamableHttp]
+    ) -> Any:
+        agent = Agent(name="files", instructions=INSTRUCTIONS, model=model, mcp_servers=servers)
         return await asyncio.wait_for(Runner.run(agent, conversation(request)), RUN_TIMEOUT)
 
     def reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
