@@ -202,7 +202,7 @@ class Tape:
             proxied.tape = None
         if not self.recording:
             return reply
-        hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
+        hidden = hidden | Secrets(dict.fromkeys(proxied.secrets(), MODEL_PROXY))
         endpoint = serving()
         if endpoint is not None:  # its tool server's paths are secrets too
             hidden = hidden | self._served_secrets(place, endpoint)

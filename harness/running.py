@@ -103,12 +103,12 @@ def run_task(
             usage = proxied_usage(model_calls)
             if usage is not None:  # what the proxy saw is the truth; the agent's own account is kept beside it
                 reply = replace(reply, usage=usage)
-            hidden = hidden | Secrets(dict.fromkeys((proxied.token, *proxied.keys), MODEL_PROXY))
+            hidden = hidden | Secrets(dict.fromkeys(proxied.secrets(), MODEL_PROXY))
         outcome = score(task, reply, secrets)
         if proxied is not None and proxy is not None:
             from harness.proxied import missed, unreachable
 
-            outcome = missed(proxied.misses) or unreachable(model_calls, proxy.shown_upstream) or outcome
+            outcome = missed(proxied.misses()) or unreachable(model_calls, proxy.shown_upstream) or outcome
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
     if task.judges_turns:

@@ -224,7 +224,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         [call] = self.trial.calls()
         self.assertEqual((call.form, call.model, call.status), ("openai-chat", "fake-model", 200))
         self.assertEqual((call.input_tokens, call.output_tokens, call.error), (120, 30, None))
-        self.assertIn(OPENAI_KEY, self.trial.keys)
+        self.assertIn(OPENAI_KEY, self.trial.secrets())
 
     def test_a_streamed_chat_completion_is_passed_on_as_it_comes_and_its_last_chunk_gives_the_tokens(self) -> None:
         self.apis.release = threading.Event()
@@ -281,7 +281,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         self.assertEqual(
             (call.form, call.model, call.input_tokens, call.output_tokens), ("gemini", "gemini-fake", 14, 6)
         )
-        self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= self.trial.keys)
+        self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= set(self.trial.secrets()))
 
     def test_a_streamed_gemini_call_takes_its_tokens_from_the_last_chunk(self) -> None:
         url = f"{self.trial.base_url}/models/gemini-fake:streamGenerateContent?alt=sse"
@@ -595,6 +595,19 @@ class RunsThroughTheProxy(TempDirTestCase):
         self.assertEqual(trial["code"], "replay:miss")
         self.assertIn("body.messages[0].content differs from the recorded one", trial["reason"])
         self.assertEqual(len(self.upstream.received), 1)  # the replay sent nothing upstream
+
+    def test_record_missing_fills_the_calls_a_cassette_lacks_from_the_upstream(self) -> None:
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        upstream = self.upstream.url("/v1")
+        _out, err, code, _document = self.run_with(self.agent(), upstream, "--record", cassette)
+        self.assertEqual(code, 0, err)
+        changed = self.agent(system="You are reckless.")
+        _out, err, code, _document = self.run_with(changed, upstream, "--replay", cassette, "--record-missing")
+        self.assertEqual((code, len(self.upstream.received)), (0, 2), err)
+        self.upstream.__exit__(None, None, None)
+        _out, err, code, replayed = self.run_with(changed, upstream, "--replay", cassette)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(replayed["results"][0]["trialResults"][0]["modelCalls"]["count"], 1)
 
     def test_an_upstream_nobody_reaches_is_exit_3(self) -> None:
         with socket.socket() as unused:

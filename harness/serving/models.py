@@ -153,12 +153,29 @@ class ProxiedTrial:
     def __init__(self, base: str) -> None:
         self.token = secrets.token_urlsafe(24)
         self.base_url = f"{base}/{self.token}"
-        self.keys: set[str] = set()
+        self._keys: set[str] = set()
         self.tape: ModelTape | None = None  # the cassette's, during an exchange of a run that records or replays
-        self.misses: list[str] = []  # why the calls a replay's cassette lacked were refused
+        self._misses: list[str] = []  # why the calls a replay's cassette lacked were refused
         self._calls: list[ModelCall] = []
         self._lock = threading.Lock()
         self._on_end: Any = lambda token: None
+
+    def secrets(self) -> tuple[str, ...]:
+        """What is never to be written: the path's token, and the keys the agent sent on it so far."""
+        with self._lock:
+            return (self.token, *self._keys)
+
+    def misses(self) -> tuple[str, ...]:
+        """Why the calls a replay's cassette lacked were refused, in order."""
+        with self._lock:
+            return tuple(self._misses)
+
+    def saw(self, keys: set[str], miss: str | None = None) -> None:
+        """Keep the key values the agent sent, and why a call was refused, if it was."""
+        with self._lock:
+            self._keys |= keys
+            if miss is not None:
+                self._misses.append(miss)
 
     def calls(self) -> tuple[ModelCall, ...]:
         """The calls forwarded on this path, in the order they ended."""
@@ -301,10 +318,11 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         if body is None:
             return
+        keys = {value for key, value in parse_qsl(query) if key.lower() in ("key", "api_key") and value}
         for name in KEY_HEADERS:
             for value in self.headers.get_all(name) or ():
-                trial.keys.update({value, value.partition(" ")[2]} - {""})
-        trial.keys.update(value for key, value in parse_qsl(query) if key.lower() in ("key", "api_key") and value)
+                keys |= {value, value.partition(" ")[2]} - {""}
+        trial.saw(keys)
         self._forward(trial, slash + tail, query, body)
 
     def _length(self) -> int:
@@ -367,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not tape.record_missing:  # nothing leaves the machine: a call the cassette lacks fails, closed
                 reason = tape.miss(asked)
                 trial.add(ModelCall(form, model, 400, None, None, 0.0, REPLAY_MISS))
-                trial.misses.append(reason)
+                trial.saw(set(), reason)
                 self._send(400, error_body(form, f"replay:miss: {reason}"), {"Content-Type": "application/json"})
                 return
         target = route.prefix + upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
