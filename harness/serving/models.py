@@ -230,7 +230,7 @@ class ModelProxy:
         listener.route.close()
         with listener.lock:
             listener.closing = True
-            connections, threads = list(listener.connections), list(listener.threads)
+            connections, threads = [*listener.connections, *listener.upstreams], list(listener.threads)
         for connection in connections:
             try:
                 connection.shutdown(socket.SHUT_RDWR)
@@ -261,7 +261,8 @@ class _Listener(ThreadingHTTPServer):
         super().__init__(address, handler)
         self.trials: dict[str, ProxiedTrial] = {}
         self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
+        self.connections: set[socket.socket] = set()  # the agents', MAX_CONNECTIONS at most
+        self.upstreams: set[socket.socket] = set()  # the upstream's, each in use by one of them
         self.threads: set[threading.Thread] = set()
         self.closing = False
 
@@ -521,12 +522,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _watch(self, sock: socket.socket | None) -> None:
         if sock is not None:
             with self.server.lock:
-                self.server.connections.add(sock)
+                self.server.upstreams.add(sock)
 
     def _unwatch(self, sock: socket.socket | None) -> None:
         if sock is not None:
             with self.server.lock:
-                self.server.connections.discard(sock)
+                self.server.upstreams.discard(sock)
 
     def _send(
         self,
