@@ -28,7 +28,7 @@ from harness.records import (
     ToolResult,
     Turn,
 )
-from harness.text import LARGEST, MAX_GROWTH, count, expected_text, kind, sha256_hex
+from harness.text import LARGEST, MAX_GROWTH, count, expected_text, json_encoder, kind, sha256_hex
 from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
@@ -900,18 +900,4 @@ class Spool:
                 pass
 
 
-def _encoder() -> Callable[[Any], str]:
-    """json's strict encoder, as JSONEncoder(ensure_ascii=False, allow_nan=False).encode writes, made once.
-
-    JSONEncoder.encode makes its C encoder anew for every value: a fifth of the time of a task entry's. Without the
-    check for circular references, which JSON read from an agent or a task file cannot have.
-    """
-    strict = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-    make = getattr(json.encoder, "c_make_encoder", None)  # None where the interpreter has no _json
-    if make is None:
-        return strict.encode
-    encode = make(None, strict.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, False)
-    return lambda value: "".join(encode(value, 0))
-
-
-ENCODE = _encoder()
+ENCODE = json_encoder(allow_nan=False)  # strict: NaN and the infinities are written as strings (finite_json)

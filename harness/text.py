@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from itertools import islice
@@ -30,8 +30,6 @@ MISSING = ("", "undefined", "null", "None", "<nil>", '""', "''")
 # What shows nothing without a letter beside it: controls, format characters, separators, and combining marks.
 INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Zs", "Mn", "Me")
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-ENCODE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # one encoder: json.dumps with an option makes one a call
 # Levels of JSON in a tool's result or an environment's state, far past any real one: the harness echoes, masks,
 # judges and writes them by recursion, which a deeper one would exhaust.
 JSON_DEPTH = 100
@@ -151,9 +149,31 @@ def lone_surrogate(text: str) -> str | None:
     return None if lone is None else f"\\u{ord(lone):04x}"
 
 
+def json_encoder(*, sort_keys: bool = False, compact: bool = False, allow_nan: bool = True) -> Callable[[Any], str]:
+    """json's encoder (text as is, not escaped to ASCII) with these options, its C encoder made once.
+
+    JSONEncoder.encode (and json.dumps with an option) makes its C encoder anew for every value: about a microsecond of
+    each request's and each task's hash. Without the check for circular references, which JSON read from an agent or
+    a task file cannot have.
+    """
+    separators = (",", ":") if compact else (", ", ": ")
+    encoder = json.JSONEncoder(ensure_ascii=False, sort_keys=sort_keys, separators=separators, allow_nan=allow_nan)
+    make = getattr(json.encoder, "c_make_encoder", None)  # None where the interpreter has no _json
+    if make is None:
+        return encoder.encode
+    encode = make(
+        None, encoder.default, json.encoder.encode_basestring, None, *separators[::-1], sort_keys, False, allow_nan
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+CANONICAL_JSON = json_encoder(sort_keys=True, compact=True)
+ENCODE_JSON = json_encoder()
+
+
 def canonical_json(value: Any) -> str:
     """JSON in one form however it was laid out (keys sorted, no spaces, text as is): what hashes and compares alike."""
-    return CANONICAL_JSON.encode(value)
+    return CANONICAL_JSON(value)
 
 
 def json_bytes(value: Any) -> bytes:
