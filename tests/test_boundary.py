@@ -53,6 +53,7 @@ class AnswerKeyBoundary(unittest.TestCase):
                 "trial",
                 "tool_server",
                 "tools_called",  # whether the agent called the served tools yet: for a retry, never sent
+                "model_proxy",  # where the trial's model calls go (EVAL_MODEL_PROXY): no part of the answer key
             ],
         )
         task = load_task_file(CANONICAL_TASKS).tasks[0]
