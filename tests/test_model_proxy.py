@@ -337,6 +337,37 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         self.assertEqual(raised.exception.status_code, 502)
         self.assertEqual([call.error for call in trial.calls()], ["upstream-gone"])
 
+    def test_calls_in_flight_leave_room_for_a_new_agent_connection(self) -> None:
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def held(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            release.wait(WAIT)
+            send_json(handler, openai_completion([], "Hello"))
+
+        upstream = self.serve(held)
+        upstream.server.socket.listen(256)  # all of them at once, not SYNs retried a second later
+        proxy = ModelProxy(upstream.url("/v1"))
+        self.addCleanup(proxy.close)
+        path = proxy.trial().base_url.removeprefix(proxy.base) + "/chat/completions"
+        host, port = proxy.base.removeprefix("http://").split(":")
+
+        def call() -> None:
+            with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+                sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+                sock.recv(4096)
+
+        callers = [threading.Thread(target=call, daemon=True) for _ in range(130)]
+        for caller in callers:
+            caller.start()
+        upstream.wait_for_requests(130, WAIT)  # 130 agent connections, each with its upstream one, in flight
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            sock.sendall(b"GET /no-such-trial/models HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertTrue(sock.recv(4096).startswith(b"HTTP/1.1 404"))
+        release.set()
+        for caller in callers:
+            caller.join(WAIT)
+
     def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
         self.trial.end()
         with self.assertRaises(openai.NotFoundError):

@@ -253,7 +253,7 @@ class _Listener(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
-    request_queue_size = 64
+    request_queue_size = MAX_CONNECTIONS  # a run's workers all connecting at once wait on no SYN sent again
     upstream: Any
     route: _Route
 
