@@ -566,6 +566,20 @@ class RunsThroughTheProxy(TempDirTestCase):
             [trial] = json.load(f)["results"][0]["trialResults"]
         self.assertEqual((trial["modelCalls"]["count"], trial["usage"]["inputTokens"]), (1, 120))
 
+    def test_the_proxy_s_tokens_are_what_token_growth_is_measured_on(self) -> None:
+        upstream = self.upstream.url("/v1")
+        _out, err, code, baseline = self.run_with(self.agent(calls=1), upstream)
+        self.assertEqual(code, 0, err)
+        path = os.path.join(self.tmp, "baseline.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(baseline, f)
+        _out, err, code, grown = self.run_with(
+            self.agent(calls=3), upstream, "--baseline", path, "--max-token-growth", "50%"
+        )
+        self.assertEqual(code, 1, err)
+        self.assertEqual((grown["growth"]["tokens"]["then"], grown["growth"]["tokens"]["now"]), (150, 450))
+        self.assertIn("token-growth", grown["gateFailedBecause"])
+
     def test_usage_the_agent_reports_otherwise_is_kept_beside_the_proxy_s(self) -> None:
         agent = self.agent(usage={"inputTokens": 1, "outputTokens": 2})
         _out, _err, _code, document = self.run_with(agent, self.upstream.url("/v1"))
