@@ -283,6 +283,20 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         )
         self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= set(self.trial.secrets()))
 
+    def test_the_google_genai_sdk_streamed_and_not_is_recorded_with_its_tokens(self) -> None:
+        from google import genai
+
+        client = genai.Client(api_key=GOOGLE_KEY, http_options={"base_url": self.trial.base_url, "timeout": 10_000})
+        self.assertEqual(client.models.generate_content(model="gemini-fake", contents="hi").text, "Hello")
+        chunks = list(client.models.generate_content_stream(model="gemini-fake", contents="hi"))
+        self.assertEqual(chunks[-1].usage_metadata.candidates_token_count, 6)
+        calls = self.wait_for_calls(2)
+        self.assertEqual([(c.form, c.model, c.input_tokens, c.output_tokens) for c in calls], [
+            ("gemini", "gemini-fake", 14, 6),
+            ("gemini", "gemini-fake", 14, 6),
+        ])  # fmt: skip
+        self.assertIn(GOOGLE_KEY, self.trial.secrets())
+
     def test_a_streamed_gemini_call_takes_its_tokens_from_the_last_chunk(self) -> None:
         url = f"{self.trial.base_url}/models/gemini-fake:streamGenerateContent?alt=sse"
         request = urllib.request.Request(
