@@ -456,6 +456,12 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         return self.trial.calls()
 
 
+def latencies(document: dict[str, Any]) -> list[float]:
+    """Each model call's latency, in the results' order."""
+    trials = [trial for entry in document["results"] for trial in entry["trialResults"]]
+    return [call["latencyMs"] for trial in trials for call in trial["modelCalls"]["calls"]]
+
+
 def steady(document: dict[str, Any]) -> list[Any]:
     """A results document's trials but for what timing changes, and the conversations' ids (new every run)."""
     trials = [trial for entry in document["results"] for trial in entry["trialResults"]]
@@ -638,6 +644,7 @@ class RunsThroughTheProxy(TempDirTestCase):
         _out, err, code, replayed = self.run_with(agent, upstream, "--replay", cassette, *wide)
         self.assertEqual(code, 0, err)
         self.assertEqual(len(self.bodies), 4)  # the agent ran in the replay too
+        self.assertEqual(latencies(replayed), latencies(recorded))  # each model call lasts as long as recorded
         self.assertEqual(steady(replayed), steady(recorded))
         [trial, _] = replayed["results"][0]["trialResults"]
         self.assertEqual((trial["modelCalls"]["count"], trial["usage"]), (3, {"inputTokens": 252, "outputTokens": 65}))

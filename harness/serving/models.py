@@ -422,10 +422,11 @@ class _Handler(BaseHTTPRequestHandler):
                     reason = "the upstream API closed the connection before it answered"
                     self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
                     return
-            kept = self._relay(trial, form, model, response, started, tape is not None)
+            kept, took = self._relay(trial, form, model, response, started, tape is not None)
             if tape is not None and asked is not None and kept is not None:
                 content_type = response.getheader("Content-Type", "")
-                tape.keep(asked, {"status": response.status, "contentType": content_type, "body": kept})
+                answer = {"status": response.status, "contentType": content_type, "body": kept}
+                tape.keep(asked, {**answer, "latencyMs": took})
         finally:
             self._unwatch(connection.sock)
             if response is not None and response.isclosed() and not response.will_close:
@@ -441,9 +442,10 @@ class _Handler(BaseHTTPRequestHandler):
         response: http.client.HTTPResponse,
         started: float,
         keep: bool = False,
-    ) -> str | None:
+    ) -> tuple[str | None, float]:
         """Pass the upstream's answer on: read whole when its length is said, else chunk by chunk as it comes. What
-        it was, as text, when keep says to keep it for the cassette and it came whole (None otherwise)."""
+        it was, as text, when keep says to keep it for the cassette and it came whole (None otherwise), and the
+        milliseconds the call took."""
         passed = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
         length = response.getheader("Content-Length")
         bodiless = response.status in (204, 304) or self.command == "HEAD"  # no body to frame, whatever its headers say
@@ -465,12 +467,13 @@ class _Handler(BaseHTTPRequestHandler):
                 usage = usage_of(form, message, usage)
                 answered = _model_of(message, model)
             # recorded before it is passed on: the agent's next step, and the trial's end, come after it
-            trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
+            took = _since(started)
+            trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], took, error))
             if error is None:
                 self._send(response.status, answer, dict(passed), reason=response.reason)
             else:
                 self._send(502, error_body(form, "the upstream API closed the connection mid-answer"))
-            return answer.decode("utf-8", "replace") if keep and error is None else None
+            return (answer.decode("utf-8", "replace") if keep and error is None else None), took
         self.send_response_only(response.status, response.reason)
         for key, value in passed:
             self.send_header(key, value)
@@ -503,8 +506,9 @@ class _Handler(BaseHTTPRequestHandler):
                 error = CLIENT_GONE
         else:
             self.close_connection = True
-        trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], _since(started), error))
-        return whole.decode("utf-8", "replace") if whole is not None and error is None else None
+        took = _since(started)
+        trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], took, error))
+        return (whole.decode("utf-8", "replace") if whole is not None and error is None else None), took
 
     def _play(self, trial: ProxiedTrial, form: str, model: str | None, answer: Mapping[str, Any]) -> None:
         """Answer a call as the cassette recorded it: its status, its content type and its body (a stream's events
@@ -516,7 +520,9 @@ class _Handler(BaseHTTPRequestHandler):
         for message in events.read(body + b"\n") if "event-stream" in answer["contentType"] else [_json(body)]:
             usage = usage_of(form, message, usage)
             answered = _model_of(message, answered)
-        trial.add(ModelCall(form, answered, answer["status"], usage[0], usage[1], 0.0))
+        took = answer.get("latencyMs")  # as long as it took when recorded, as a replayed exchange lasts
+        latency = float(took) if isinstance(took, (int, float)) and not isinstance(took, bool) and took >= 0 else 0.0
+        trial.add(ModelCall(form, answered, answer["status"], usage[0], usage[1], latency))
         self._send(answer["status"], body, {"Content-Type": answer["contentType"]})
 
     def _watch(self, sock: socket.socket | None) -> None:
