@@ -235,9 +235,10 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     plan = hidden.mask(plan_line(config, tasks, task_file, backend_name, settings, getattr(backend, "CAVEAT", "")))
     if config.replay_path:
         plan += f", replaying {config.replay_path}"
+    offline = config.replay_path is not None and not config.record_missing  # a replay's proxy sends nothing upstream
     return Run(
         served=_tool_server(serving, task_file) if serving and served and not config.dry_run else None,
-        proxy=_model_proxy(upstream) if upstream and not config.dry_run else None,
+        proxy=_model_proxy(upstream, offline) if upstream and not config.dry_run else None,
         config=config,
         task_file=task_file,
         selected=selected,
@@ -268,11 +269,11 @@ def _tool_server(serving: Serving, task_file: TaskFile) -> Served:
     return Served(server, {tool.name: tool for tool in task_file.tools}, names)
 
 
-def _model_proxy(upstream: str) -> ModelProxy:
+def _model_proxy(upstream: str, offline: bool) -> ModelProxy:
     """The run's model proxy, started on 127.0.0.1 (a free port): only a run that proxies its agent's model calls."""
     from harness.serving.models import ModelProxy
 
-    return ModelProxy(upstream)
+    return ModelProxy(upstream, offline=offline)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

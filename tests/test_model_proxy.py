@@ -382,6 +382,16 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         for caller in callers:
             caller.join(WAIT)
 
+    def test_an_offline_proxy_sends_nothing_upstream_even_outside_an_exchange(self) -> None:
+        with ModelProxy(self.upstream.url("/v1"), offline=True) as proxy:
+            trial = proxy.trial()  # no cassette's exchange under way: a call the agent makes after its reply
+            client = self.openai_client().with_options(base_url=trial.base_url)
+            with self.assertRaises(openai.BadRequestError) as raised:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            self.assertIn("replay:miss", str(raised.exception))
+            self.assertEqual(len(trial.misses()), 1)
+        self.assertEqual(self.upstream.received, [])
+
     def test_a_path_no_trial_holds_is_a_404_that_sends_nothing(self) -> None:
         self.trial.end()
         with self.assertRaises(openai.NotFoundError):

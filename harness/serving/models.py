@@ -194,7 +194,8 @@ class ProxiedTrial:
 class ModelProxy:
     """The run's model proxy on 127.0.0.1 (a free port): each trial's calls forwarded upstream at a path of its own."""
 
-    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, offline: bool = False) -> None:
+        """offline: a replay's, which answers from the cassette only and sends nothing upstream."""
         target = urlsplit(upstream)
         self.upstream = target
         # as said in a trial's error: without the userinfo, which may be a credential
@@ -202,6 +203,7 @@ class ModelProxy:
         self._listener = _Listener((host, port), _Handler)
         self._listener.upstream = target
         self._listener.route = _route(target)
+        self._listener.offline = offline
         self.base = f"http://{host}:{self._listener.server_address[1]}"
         self._closed = False
         self._thread = threading.Thread(
@@ -256,6 +258,7 @@ class _Listener(ThreadingHTTPServer):
     request_queue_size = MAX_CONNECTIONS  # a run's workers all connecting at once wait on no SYN sent again
     upstream: Any
     route: _Route
+    offline = False
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(address, handler)
@@ -383,12 +386,15 @@ class _Handler(BaseHTTPRequestHandler):
             if played is not None:
                 self._play(trial, form, model, played)
                 return
-            if not tape.record_missing:  # nothing leaves the machine: a call the cassette lacks fails, closed
-                reason = tape.miss(asked)
-                trial.add(ModelCall(form, model, 400, None, None, 0.0, REPLAY_MISS))
-                trial.saw(set(), reason)
-                self._send(400, error_body(form, f"replay:miss: {reason}"), {"Content-Type": "application/json"})
-                return
+        if self.server.offline and (tape is None or asked is None or not tape.record_missing):
+            # nothing leaves the machine: a call the cassette lacks fails, closed, also one made outside an exchange
+            # (after the agent's reply, between its turns), which no entry of the cassette can hold
+            outside = f"a model call {self.command} {rest} made outside an exchange with the agent"
+            reason = tape.miss(asked) if tape is not None and asked is not None else outside
+            trial.add(ModelCall(form, model, 400, None, None, 0.0, REPLAY_MISS))
+            trial.saw(set(), reason)
+            self._send(400, error_body(form, f"replay:miss: {reason}"), {"Content-Type": "application/json"})
+            return
         target = route.prefix + upstream.path.rstrip("/") + rest + (f"?{query}" if query else "")
         headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_BY_HOP}
         headers.update(route.headers, **{"Accept-Encoding": "identity"})
