@@ -142,9 +142,10 @@ def main() -> None:
                 str(args.calls),
                 str(args.rounds),
             ]
-            times: dict[str, list[float]] = json.loads(
-                subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-            )
+            client = subprocess.run(argv, capture_output=True, text=True)
+            if client.returncode != 0:
+                raise SystemExit(f"the client failed: {client.stderr.strip()[-500:]}")
+            times: dict[str, list[float]] = json.loads(client.stdout)
     bare.shutdown()
     floor = figures(times["bare"])[0]
     print(
