@@ -12,11 +12,12 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import queue
+import select
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -56,7 +57,8 @@ class World:
         self.spec = spec
         self.hidden = hidden
         self.process: subprocess.Popen[bytes] | None = None
-        self.answers: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self.unread = bytearray()  # what the worker wrote on its answers' pipe past the last answer taken
+        self.answered_all = False  # the worker closed its answers' pipe
         self.stderr: list[bytes] = []
         self.printed = 0
         self.asked = 0  # the id of the last request sent, which its answer carries
@@ -119,7 +121,6 @@ class World:
 
     def _spawned(self) -> None:
         self.process = _spawn(self.hidden)
-        threading.Thread(target=self._read_answers, args=(self.process.stdout,), daemon=True).start()
         self.output = threading.Thread(target=self._read_output, args=(self.process.stderr,), daemon=True)
         self.output.start()
 
@@ -140,10 +141,7 @@ class World:
             process.stdin.flush()
         except OSError:
             pass
-        try:
-            line = self.answers.get(timeout=self.spec.timeout)
-        except queue.Empty:
-            raise self._failed(f"no answer within {self.spec.timeout:g} s") from None
+        line = self._answer()
         try:
             answer = json.loads(line)
         except (ValueError, RecursionError):
@@ -166,10 +164,7 @@ class World:
             process.stdin.flush()
         except OSError:
             pass  # it ended: said below, with what it wrote
-        try:
-            line = self.answers.get(timeout=self.spec.timeout)
-        except queue.Empty:
-            raise self._failed(f"no answer within {self.spec.timeout:g} s") from None
+        line = self._answer()
         if not line.endswith(b"\n"):
             if len(line) >= MAX_ANSWER:
                 raise self._failed(f"an answer over {MAX_ANSWER} bytes")
@@ -208,13 +203,29 @@ class World:
             return "it closed its answers"
         return f"it exited with code {code}" if code >= 0 else f"it was ended by signal {-code}"
 
-    def _read_answers(self, stream: IO[bytes]) -> None:
-        with stream:
-            while True:
-                line = stream.readline(MAX_ANSWER)
-                self.answers.put(line)
-                if not line.endswith(b"\n"):
-                    return
+    def _answer(self) -> bytes:
+        """The worker's next line (at most MAX_ANSWER bytes), or what it wrote before it closed its answers; a
+        WorldError past the timeout. Read in the asking thread: a reader thread of its own made each call two handoffs
+        of the interpreter lock longer."""
+        assert self.process is not None and self.process.stdout is not None
+        stream = self.process.stdout
+        deadline = time.monotonic() + self.spec.timeout
+        while True:
+            end = self.unread.find(b"\n", 0, MAX_ANSWER)
+            if end >= 0 or len(self.unread) >= MAX_ANSWER or self.answered_all:
+                taken = end + 1 if end >= 0 else min(len(self.unread), MAX_ANSWER)
+                line = bytes(self.unread[:taken])
+                del self.unread[:taken]
+                return line
+            wait = deadline - time.monotonic()
+            try:
+                if wait <= 0 or not select.select([stream], [], [], wait)[0]:
+                    raise self._failed(f"no answer within {self.spec.timeout:g} s")
+                chunk = os.read(stream.fileno(), 1 << 16)
+            except (OSError, ValueError):  # closed as the harness ends (every worker killed): no more answers
+                chunk = b""
+            self.answered_all = not chunk
+            self.unread += chunk
 
     def _read_output(self, stream: IO[bytes]) -> None:
         with stream:
@@ -482,11 +493,12 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
-    try:
-        if process.stdin is not None:
-            process.stdin.close()  # its answers and output are closed by the threads reading them, at their end
-    except OSError:
-        pass
+    for pipe in (process.stdin, process.stdout):  # its stderr is closed by the thread reading it, at its end
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
     with _LIVE_LOCK:
         _LIVE.discard(process)
 
