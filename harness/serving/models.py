@@ -15,18 +15,16 @@ backend). The upstream is reached as Transport reaches an agent: straight, or th
 from __future__ import annotations
 
 import json
-import secrets
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from http.client import HTTPException
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from harness.records import ModelCall
+from harness.serving.listener import CHUNK, Handler, Listener, new_token
 
 if TYPE_CHECKING:
     import http.client
@@ -36,10 +34,6 @@ MAX_ANSWER = 64 * 1024 * 1024  # bytes of an answer read whole to find its usage
 MAX_CONNECTIONS = 256
 IDLE = 60.0  # seconds a connection to the agent may wait on one read or one write
 UPSTREAM_WAIT = 600.0  # seconds the upstream may take to answer, or between two chunks of a stream: a model thinks
-DRAIN = 2.0  # seconds a refused body is read and thrown away, so that its sender reads the refusal
-CLOSE_WAIT = 2.0  # seconds close() waits for the connections' threads, once every connection is shut
-POLL = 0.2
-CHUNK = 65536
 KEPT_ALIVE = 32  # connections to the upstream kept open between calls
 TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
 KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
@@ -151,7 +145,7 @@ class ProxiedTrial:
     its agent sent."""
 
     def __init__(self, base: str) -> None:
-        self.token = secrets.token_urlsafe(24)
+        self.token = new_token()
         self.base_url = f"{base}/{self.token}"
         self._keys: set[str] = set()
         self.tape: ModelTape | None = None  # the cassette's, during an exchange of a run that records or replays
@@ -205,43 +199,18 @@ class ModelProxy:
         self._listener.route = _route(target)
         self._listener.offline = offline
         self.base = f"http://{host}:{self._listener.server_address[1]}"
-        self._closed = False
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, args=(POLL,), name="model-proxy", daemon=True
-        )
-        self._thread.start()
+        self._listener.serve_in_thread("model-proxy")
 
     def trial(self) -> ProxiedTrial:
         """A new path for one trial's model calls."""
         trial = ProxiedTrial(self.base)
-        trials = self._listener.trials
-        trial._on_end = lambda token: trials.pop(token, None)
-        trials[trial.token] = trial
+        trial._on_end = self._listener.open(trial.token, trial)
         return trial
 
     def close(self) -> None:
         """Stop: the listener and every connection (the agent's and the upstream's) shut, their threads waited for a
         bounded time."""
-        if self._closed:
-            return
-        self._closed = True
-        listener = self._listener
-        listener.trials.clear()
-        listener.shutdown()
-        listener.server_close()
-        listener.route.close()
-        with listener.lock:
-            listener.closing = True
-            connections, threads = [*listener.connections, *listener.upstreams], list(listener.threads)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        deadline = time.monotonic() + CLOSE_WAIT
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._listener.close()
 
     def __enter__(self) -> ModelProxy:
         return self
@@ -250,72 +219,40 @@ class ModelProxy:
         self.close()
 
 
-class _Listener(ThreadingHTTPServer):
-    """The HTTP server: a daemon thread per connection, each connection (and its upstream's) known to close()."""
+class _Listener(Listener):
+    """The model proxy's HTTP server: its paths are the trials', and each connection's upstream is known to close()
+    too, not counted against max_connections."""
 
-    daemon_threads = True
-    block_on_close = False
     request_queue_size = MAX_CONNECTIONS  # a run's workers all connecting at once wait on no SYN sent again
+    max_connections = MAX_CONNECTIONS
+    paths: dict[str, ProxiedTrial]
     upstream: Any
     route: _Route
     offline = False
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[Handler]) -> None:
         super().__init__(address, handler)
-        self.trials: dict[str, ProxiedTrial] = {}
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()  # the agents', MAX_CONNECTIONS at most
-        self.upstreams: set[socket.socket] = set()  # the upstream's, each in use by one of them
-        self.threads: set[threading.Thread] = set()
-        self.closing = False
+        self.upstreams: set[socket.socket] = set()  # the upstream's, each in use by one of the agents' connections
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.lock:
-            refused = self.closing or len(self.connections) >= MAX_CONNECTIONS
-            if not refused:
-                self.connections.add(request)
-        if refused:
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
+    def release(self) -> None:
+        self.route.close()
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        thread = threading.current_thread()
-        with self.lock:
-            self.threads.add(thread)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.connections.discard(request)
-                self.threads.discard(thread)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):  # a client gone away is no news; anything else is a bug
-            super().handle_error(request, client_address)
+    def sockets(self) -> list[socket.socket]:
+        return [*self.connections, *self.upstreams]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Handler):
     """One connection's requests: the path and the body checked, then the call forwarded and its answer passed on."""
 
-    protocol_version = "HTTP/1.1"
     timeout = IDLE
-    disable_nagle_algorithm = True
+    max_body = MAX_BODY
     server: _Listener
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the run's console is the run's."""
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    do_GET = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_OPTIONS = do_POST
 
     def _handle(self) -> None:
         path, _, query = self.path.partition("?")
         _, _, rest = path.partition("/")
         token, slash, tail = rest.partition("/")
-        trial = self.server.trials.get(token)
+        trial = self.server.paths.get(token)
         if trial is None:
             self._send(404, close=self._length() != 0)
             return
@@ -328,52 +265,6 @@ class _Handler(BaseHTTPRequestHandler):
                 keys |= {value, value.partition(" ")[2]} - {""}
         trial.saw(keys)
         self._forward(trial, slash + tail, query, body)
-
-    def _length(self) -> int:
-        """The body's length as the request says it, -1 when it says what is not one."""
-        given = self.headers.get("Content-Length", "0")
-        if not (given.isascii() and given.isdigit()):  # int() would take " +1_0 " too
-            return -1
-        digits = given.lstrip("0")
-        return int(digits or "0") if len(digits) <= 18 else MAX_BODY + 1  # int() raises past 4,300 digits
-
-    def _body(self) -> bytes | None:
-        """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
-        if "Transfer-Encoding" in self.headers:
-            self._send(411, close=True)
-            return None
-        length = self._length()
-        if length < 0:
-            self._send(400, close=True)
-            return None
-        if length > MAX_BODY:
-            self._send(413, close=True)
-            self._drain()
-            return None
-        body = self.rfile.read(length)
-        if len(body) < length:
-            self.close_connection = True
-            return None
-        return body
-
-    def handle_expect_100(self) -> bool:
-        if self._length() > MAX_BODY:
-            self._send(413, close=True)
-            return False
-        return super().handle_expect_100()
-
-    def _drain(self) -> None:
-        """Read and drop what the client still sends, for DRAIN seconds at most, so that it reads the 413."""
-        try:
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + DRAIN
-            while (left := deadline - time.monotonic()) > 0:
-                self.connection.settimeout(left)
-                if not self.connection.recv(CHUNK):
-                    break
-        except OSError:
-            pass
 
     def _forward(self, trial: ProxiedTrial, rest: str, query: str, body: bytes) -> None:
         upstream, route = self.server.upstream, self.server.route
@@ -540,29 +431,6 @@ class _Handler(BaseHTTPRequestHandler):
         if sock is not None:
             with self.server.lock:
                 self.server.upstreams.discard(sock)
-
-    def _send(
-        self,
-        status: int,
-        body: bytes = b"",
-        headers: dict[str, str] | None = None,
-        close: bool = False,
-        reason: str | None = None,
-    ) -> None:
-        try:
-            self.send_response_only(status, reason)
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body)))
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
 
 
 class _Route:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from harness.records import Tool, ToolCall, ToolResult, WorldError, record
+from harness.serving.listener import Handler, Listener, new_token
 from harness.text import JSON_DEPTH, nested_deeper
 
 # The revisions of MCP whose initialize handshake this server speaks, newest first: a client asking for another is
@@ -35,9 +33,6 @@ MAX_CALLS = 10_000  # calls a trial's paths answer; past them, an error that cal
 MAX_SESSIONS = 64  # MCP sessions a path holds at once
 MAX_CONNECTIONS = 256  # open at once; past them, a new connection is closed at once
 IDLE = 30.0  # seconds a connection may wait on one read or one write (a keep-alive client waits on its model)
-DRAIN = 2.0  # seconds a refused body is read and thrown away, so that its sender reads the refusal
-CLOSE_WAIT = 2.0  # seconds close() waits for the connections' threads, once every connection is shut
-POLL = 0.2  # seconds between the listener's looks at whether it is to stop
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 TOOL_SERVER_FAILED = "the tool server failed"
 ENVIRONMENT_FAILED = "the tool environment failed"
@@ -86,7 +81,7 @@ class ServedTurn:
         turn: int,
         names: Mapping[str, str] | None,
     ) -> None:
-        self.token = secrets.token_urlsafe(24)
+        self.token = new_token()
         self.url = f"{base}/{self.token}/mcp"
         self.call_url = f"{base}/{self.token}/call"
         self.refused = 0  # calls past MAX_CALLS, answered with an error and not recorded
@@ -221,24 +216,18 @@ class ToolServer:
     """One server for the run, on its own threads: a path per trial's turn, shut down with the run."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, advertised: str | None = None) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        listener_class = type("Listener", (_Listener,), {"address_family": family})
-        self._listener: _Listener = listener_class((host, port), _Handler)
+        self._listener = _Listener((host, port), _Handler)
         self.port: int = self._listener.server_address[1]
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        shown = f"[{host}]" if self._listener.address_family == socket.AF_INET6 else host
         self.base = (advertised or f"http://{shown}:{self.port}").rstrip("/")
         own = urlsplit(self.base)
         self._listener.prefix = own.path  # what a proxy in front may leave on the path: /tools of https://…/tools
         self._listener.origins = {f"http://{name}:{self.port}" for name in LOOPBACK} | {
             f"{own.scheme}://{own.netloc}".lower()
         }
-        self._closed = False
         self._trials: weakref.WeakKeyDictionary[Any, _Trial] = weakref.WeakKeyDictionary()
         self._trials_lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, args=(POLL,), name="tool-server", daemon=True
-        )
-        self._thread.start()
+        self._listener.serve_in_thread("tool-server")
 
     def serve(
         self,
@@ -256,32 +245,12 @@ class ToolServer:
             if trial is None:
                 trial = self._trials[owner] = _Trial()
         served = ServedTurn(trial, self.base, tools, answer, turn, names)
-        turns = self._listener.turns
-        served._on_end = lambda token: turns.pop(token, None)
-        turns[served.token] = served
+        served._on_end = self._listener.open(served.token, served)
         return served
 
     def close(self) -> None:
         """Stop serving: the listener and every connection shut, their threads waited for a bounded time."""
-        if self._closed:
-            return
-        self._closed = True
-        listener = self._listener
-        listener.turns.clear()
-        listener.shutdown()
-        listener.server_close()
-        with listener.lock:
-            listener.closing = True
-            connections, threads = list(listener.connections), list(listener.threads)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)  # its thread, reading or writing, is woken; it closes it
-            except OSError:
-                pass
-        deadline = time.monotonic() + CLOSE_WAIT
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._listener.close()
 
     def __enter__(self) -> ToolServer:
         return self
@@ -290,64 +259,24 @@ class ToolServer:
         self.close()
 
 
-class _Listener(ThreadingHTTPServer):
-    """The HTTP server: a daemon thread per connection, each connection known so that close() can shut it."""
+class _Listener(Listener):
+    """The tool server's HTTP server: its paths are the trials' turns."""
 
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 64
+    max_connections = MAX_CONNECTIONS
+    paths: dict[str, ServedTurn]
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[Handler]) -> None:
         super().__init__(address, handler)
-        self.turns: dict[str, ServedTurn] = {}
         self.origins: set[str] = set()
         self.prefix = ""
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        self.threads: set[threading.Thread] = set()
-        self.closing = False
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.lock:
-            refused = self.closing or len(self.connections) >= MAX_CONNECTIONS
-            if not refused:
-                self.connections.add(request)
-        if refused:
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        thread = threading.current_thread()
-        with self.lock:
-            self.threads.add(thread)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.connections.discard(request)
-                self.threads.discard(thread)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):  # a client gone away is no news; anything else is a bug
-            super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Handler):
     """One connection's requests: the path, the Origin and the body checked, then MCP or the plain endpoint."""
 
-    protocol_version = "HTTP/1.1"
     timeout = IDLE
-    disable_nagle_algorithm = True  # the headers and the body go out as two writes: neither waits on the other's ACK
+    max_body = MAX_BODY
     server: _Listener
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the run's console is the run's."""
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    do_GET = do_DELETE = do_PUT = do_PATCH = do_HEAD = do_OPTIONS = do_POST
 
     def _handle(self) -> None:
         body = self._body()
@@ -362,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
             path = path[len(self.server.prefix) :]
         _, _, rest = path.partition("/")
         token, _, endpoint = rest.partition("/")
-        turn = self.server.turns.get(token) if endpoint in ("mcp", "call") else None
+        turn = self.server.paths.get(token) if endpoint in ("mcp", "call") else None
         if turn is None:
             self._send(404)
             return
@@ -370,60 +299,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._plain(turn, body)
         else:
             self._mcp(turn, body)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """The HTTP server's own refusals (a header too long, too many, a bad request line): sent, then the rest of
-        the request read and dropped, as a 413's is."""
-        super().send_error(code, message, explain)
-        self._drain()
-
-    def handle_expect_100(self) -> bool:
-        """A body over MAX_BODY is refused before it is sent, when the client asks first."""
-        if self._length() > MAX_BODY:
-            self._send(413, close=True)
-            return False
-        return super().handle_expect_100()
-
-    def _length(self) -> int:
-        """The body's length as the request says it, -1 when it says what is not one."""
-        given = self.headers.get("Content-Length", "0")
-        if not (given.isascii() and given.isdigit()):  # int() would take " +1_0 " too
-            return -1
-        digits = given.lstrip("0")
-        return int(digits or "0") if len(digits) <= 18 else MAX_BODY + 1  # int() raises past 4,300 digits
-
-    def _body(self) -> bytes | None:
-        """The request's body, read whole when it is within MAX_BODY; None when the request was answered here."""
-        if "Transfer-Encoding" in self.headers:
-            self._send(411, close=True)  # a body of a length not said up front: refused rather than read on and on
-            return None
-        length = self._length()
-        if length < 0:
-            self._send(400, close=True)
-            return None
-        if length > MAX_BODY:
-            self._send(413, close=True)
-            self._drain()
-            return None
-        body = self.rfile.read(length)
-        if len(body) < length:
-            self.close_connection = True
-            return None
-        return body
-
-    def _drain(self) -> None:
-        """Read and drop what the client still sends, for DRAIN seconds at most, so that it reads the 413 rather than
-        a reset (a socket closed with data unread is reset)."""
-        try:
-            self.wfile.flush()
-            self.connection.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + DRAIN
-            while (left := deadline - time.monotonic()) > 0:
-                self.connection.settimeout(left)
-                if not self.connection.recv(65536):
-                    break
-        except OSError:
-            pass
 
     def _plain(self, turn: ServedTurn, body: bytes) -> None:
         if self.command != "POST":
@@ -601,20 +476,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, status: int, message: Any) -> None:
         self._send(status, _dumped(message), {"Content-Type": "application/json"})
-
-    def _send(
-        self, status: int, body: bytes = b"", headers: Mapping[str, str] | None = None, close: bool = False
-    ) -> None:
-        self.send_response_only(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
 
 def _result(ident: Any, result: Any) -> dict[str, Any]:
