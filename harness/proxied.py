@@ -25,6 +25,16 @@ def proxied_usage(calls: Sequence[ModelCall]) -> tuple[int, int] | None:
     return sum(call.input_tokens or 0 for call in answered), sum(call.output_tokens or 0 for call in answered)
 
 
+def unread(calls: Sequence[ModelCall]) -> str | None:
+    """Why the trial's tokens are not known though the upstream answered its model calls: some did not say their usage
+    (or said it in a way the proxy could not read); None when every answered call said its own."""
+    answered = [call for call in calls if call.error is None and 200 <= call.status < 300]
+    unsaid = sum(call.input_tokens is None or call.output_tokens is None for call in answered)
+    if not unsaid:
+        return None
+    return f"the model proxy could not read the tokens of {unsaid} of the {len(answered)} model calls it answered"
+
+
 def unreachable(calls: Sequence[ModelCall], upstream: str) -> Outcome | None:
     """The trial's error when the proxy could not reach the upstream for any of its calls and none got through."""
     failed = sum(call.error == "unreachable" for call in calls)

@@ -78,7 +78,7 @@ def run_task(
     end = None
     served = served if served is not None and task.plays_tools else None
     endpoints: list[str] = []
-    proxied, usage = (proxy.trial() if proxy is not None else None), None
+    proxied, usage, unknown = (proxy.trial() if proxy is not None else None), None, None
     with _world(task, backend, hidden, served) as world:
         if proxied is not None:
             exchanges.proxied_by(proxied)  # a cassette never writes what the agent sent its model through the proxy
@@ -97,11 +97,12 @@ def run_task(
             duration_ms += tape.latency_ms(task.id, trial)
         reply = whole_reply(turns)
         if proxied is not None:
-            from harness.proxied import MODEL_PROXY, proxied_usage
+            from harness.proxied import MODEL_PROXY, proxied_usage, unread
 
             model_calls, reported = proxied.calls(), reply.usage
-            usage = proxied_usage(model_calls)
-            if usage is not None:  # what the proxy saw is the truth; the agent's own account is kept beside it
+            usage, unknown = proxied_usage(model_calls), unread(model_calls)
+            if usage is not None or unknown is not None:
+                # what the proxy saw is the truth, also when it could not read it; the agent's account is kept beside
                 reply = replace(reply, usage=usage)
             hidden = hidden | Secrets(dict.fromkeys(proxied.secrets(), MODEL_PROXY))
         outcome = score(task, reply, secrets)
@@ -115,7 +116,10 @@ def run_task(
         outcome, turns = score_turns(task, outcome, turns, [whole_reply((turn,)) for turn in turns], secrets)
     if task.budget is not None:  # without one, only the loop rule, which the conversation keeps
         # A token budget is judged on the proxy's tokens, when it saw them, not on what each step reported.
-        outcome = score_budget(task, outcome, reply, duration_ms, turns if usage is None else ())
+        if unknown is not None:
+            outcome = score_budget(task, outcome, reply, duration_ms, unknown=unknown)
+        else:
+            outcome = score_budget(task, outcome, reply, duration_ms, turns if usage is None else ())
     if not task.is_conversation:
         turns = ()  # a single prompt's one reply says it all
     if endpoints:  # the trial's paths on the tool server: whoever knows one may call its tools

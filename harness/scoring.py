@@ -41,12 +41,20 @@ def score(task: Task, reply: Reply, secrets: Secrets = NO_SECRETS) -> Outcome:
     return _judge(task.expect, reply, task.max_steps, secrets, by_state)
 
 
-def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float, turns: Sequence[Turn] = ()) -> Outcome:
+def score_budget(
+    task: Task,
+    outcome: Outcome,
+    reply: Reply,
+    duration_ms: float,
+    turns: Sequence[Turn] = (),
+    unknown: str = "the agent reported no token usage",
+) -> Outcome:
     """A pass held to the task's budget: too many tool calls in all or of one tool, too many tokens, too long; a trial
     that did not pass keeps its own verdict.
 
-    reply: the trial's steps taken together; turns: its steps one by one. Tokens the backend did not report, for the
-    trial or for some of its steps, cannot be said to be within a maxTokens budget: an error, never a pass.
+    reply: the trial's steps taken together; turns: its steps one by one; unknown: why the reply's tokens are not
+    known, when they are not. Tokens the backend did not report, for the trial or for some of its steps, cannot be said
+    to be within a maxTokens budget: an error, never a pass.
     """
     budget = task.budget
     if outcome.status != "pass" or budget is None:  # without a budget, only the loop rule, which the conversation keeps
@@ -68,8 +76,7 @@ def score_budget(task: Task, outcome: Outcome, reply: Reply, duration_ms: float,
             return Outcome(
                 "error",
                 "budget:no-usage",
-                f"the agent reported no token usage{which}, so the budget of {budget.max_tokens:,} tokens cannot be"
-                " checked",
+                f"{unknown}{which}, so the budget of {budget.max_tokens:,} tokens cannot be checked",
             )
         if sum(reply.usage) > budget.max_tokens:
             return Outcome("fail", "budget:tokens", _over(sum(reply.usage), "token", budget.max_tokens))

@@ -617,6 +617,23 @@ class RunsThroughTheProxy(TempDirTestCase):
         self.assertEqual(trial["usage"], {"inputTokens": 120, "outputTokens": 30})
         self.assertEqual(trial["reportedUsage"], {"inputTokens": 1, "outputTokens": 2})
 
+    def test_tokens_the_proxy_could_not_read_are_not_known_whatever_the_agent_reports(self) -> None:
+        def stream_without_usage(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            send_events(handler, (chunk for chunk in chat_chunks() if b'"usage"' not in chunk))
+
+        upstream = self.serve(stream_without_usage)
+        agent = self.agent(streamed=True, calls=0, usage={"inputTokens": 1, "outputTokens": 1})
+        _out, err, code, document = self.run_with(agent, upstream.url("/v1"))
+        self.assertEqual(code, 1, err)
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual((trial["status"], trial["code"]), ("error", "budget:no-usage"))
+        self.assertEqual(
+            trial["reason"],
+            "the model proxy could not read the tokens of 1 of the 1 model calls it answered, so the budget of 500"
+            " tokens cannot be checked",
+        )
+        self.assertEqual((trial["usage"], trial["reportedUsage"]), (None, {"inputTokens": 1, "outputTokens": 1}))
+
     def test_the_agent_s_keys_and_its_path_are_in_no_output(self) -> None:
         junit, html = os.path.join(self.tmp, "junit.xml"), os.path.join(self.tmp, "report.html")
         out, err, _code, document = self.run_with(
