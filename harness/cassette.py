@@ -200,6 +200,9 @@ class Tape:
             reply = send()
         finally:
             proxied.tape = None
+        if self.replaying and not self.record_missing:  # an agent that no longer asks what it asked has changed too
+            for unmade in models.unmade():
+                proxied.saw(set(), unmade)
         if not self.recording:
             return reply
         hidden = hidden | Secrets(dict.fromkeys(proxied.secrets(), MODEL_PROXY))
@@ -361,6 +364,14 @@ class ModelTape:
         nearest = unused[0]
         changed = _first_difference(request, nearest["request"]) or "its key"
         return f"the model call {request['method']} {request['path']}: {changed} differs from the recorded one"
+
+    def unmade(self) -> list[str]:
+        """Why the exchange's recorded calls a replay did not play are misses: each was not made."""
+        with self._lock:
+            unused = [made["request"] for i, made in enumerate(self.recorded) if i not in self.used]
+        return [
+            f"the recorded model call {call['method']} {call['path']} was not made in this exchange" for call in unused
+        ]
 
     def keep(self, request: Mapping[str, Any], answer: Mapping[str, Any]) -> None:
         """A call sent live, and its answer, for the cassette."""

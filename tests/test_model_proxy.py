@@ -689,6 +689,19 @@ class RunsThroughTheProxy(TempDirTestCase):
         self.assertIn("body.messages[0].content differs from the recorded one", trial["reason"])
         self.assertEqual(len(self.upstream.received), 1)  # the replay sent nothing upstream
 
+    def test_a_replay_whose_agent_asks_its_model_fewer_times_is_a_replay_miss(self) -> None:
+        cassette = os.path.join(self.tmp, "cassette.jsonl")
+        upstream = self.upstream.url("/v1")
+        _out, err, code, _document = self.run_with(self.agent(calls=2), upstream, "--record", cassette)
+        self.assertEqual(code, 0, err)
+        _out, err, code, replayed = self.run_with(self.agent(calls=1), upstream, "--replay", cassette)
+        self.assertEqual(code, 1, err)
+        [trial] = replayed["results"][0]["trialResults"]
+        self.assertEqual(
+            (trial["code"], trial["reason"]),
+            ("replay:miss", "the recorded model call POST /chat/completions was not made in this exchange"),
+        )
+
     def test_record_missing_fills_the_calls_a_cassette_lacks_from_the_upstream(self) -> None:
         cassette = os.path.join(self.tmp, "cassette.jsonl")
         upstream = self.upstream.url("/v1")
