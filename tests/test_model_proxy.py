@@ -332,6 +332,38 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             self.assertEqual(completion.choices[0].message.content, "Hello")
             time.sleep(0.05)  # the upstream's close has arrived before the next call
 
+    def test_an_answer_of_no_said_length_gives_its_tokens_chunked_or_closed_pretty_printed_or_not(self) -> None:
+        completion = openai_completion([], "Hello")
+        for framing, body in (
+            ("chunked", json.dumps(completion, indent=2).encode()),
+            ("closed", json.dumps(completion).encode()),
+        ):
+            with self.subTest(framing):
+
+                def unsaid(
+                    received: Received, handler: BaseHTTPRequestHandler, framing: str = framing, body: bytes = body
+                ) -> None:
+                    if framing == "closed":  # HTTP/1.0: the body ends where the connection does
+                        handler.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
+                        handler.close_connection = True
+                        return
+                    handler.send_response(200)
+                    handler.send_header("Content-Type", "application/json")
+                    handler.send_header("Transfer-Encoding", "chunked")
+                    handler.end_headers()
+                    for start in range(0, len(body), 50):
+                        handler.wfile.write(b"%x\r\n%s\r\n" % (len(body[start : start + 50]), body[start : start + 50]))
+                    handler.wfile.write(b"0\r\n\r\n")
+
+                proxy = ModelProxy(self.serve(unsaid).url("/v1"))
+                self.addCleanup(proxy.close)
+                trial = proxy.trial()
+                client = self.openai_client().with_options(base_url=trial.base_url)
+                answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+                self.assertEqual(answer.choices[0].message.content, "Hello")
+                [call] = trial.calls()
+                self.assertEqual((call.input_tokens, call.output_tokens, call.error), (120, 30, None))
+
     def test_an_answer_the_upstream_cuts_short_is_a_502_and_recorded_so(self) -> None:
         def cut(received: Received, handler: BaseHTTPRequestHandler) -> None:
             handler.send_response(200)

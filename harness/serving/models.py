@@ -356,13 +356,9 @@ class _Handler(Handler):
                 answer = response.read()
             except (OSError, HTTPException):  # reset, or closed short of its length (IncompleteRead)
                 answer, error = b"", UPSTREAM_GONE
-            if error is None:
-                try:
-                    message = json.loads(answer)
-                except (ValueError, RecursionError):
-                    message = None
+            for message in _whole(answer) if error is None else ():
                 usage = usage_of(form, message, usage)
-                answered = _model_of(message, model)
+                answered = _model_of(message, answered)
             # recorded before it is passed on: the agent's next step, and the trial's end, come after it
             took = _since(started)
             trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], took, error))
@@ -377,13 +373,15 @@ class _Handler(Handler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         events = _Events()
-        whole = bytearray() if keep else None
+        # an answer that is not a stream of events (one JSON of no said length, chunked or closed) is read whole
+        sse = "event-stream" in (response.getheader("Content-Type") or "")
+        whole = bytearray() if keep or not sse else None
         try:
             for chunk in _chunks(response):
                 if whole is not None:
                     whole += chunk
                     if len(whole) > MAX_ANSWER:
-                        whole = None  # too large to keep: the cassette will miss it
+                        whole = None  # too large to keep (the cassette will miss it) or to read
                 try:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
@@ -396,16 +394,22 @@ class _Handler(Handler):
         except (OSError, HTTPException):
             error = UPSTREAM_GONE
         if error is None:
+            last = events.read(b"\n") if sse else _whole(bytes(whole)) if whole is not None else ()
+            for message in last:  # a stream's last line, unended; or the answer that came whole
+                usage = usage_of(form, message, usage)
+                answered = _model_of(message, answered)
+        else:
+            self.close_connection = True
+        took = _since(started)
+        # recorded before the answer's end is passed on: the agent's next step, and the trial's end, come after it
+        trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], took, error))
+        if error is None:
             try:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
             except OSError:
-                error = CLIENT_GONE
-        else:
-            self.close_connection = True
-        took = _since(started)
-        trial.add(ModelCall(form, answered, response.status, usage[0], usage[1], took, error))
-        return (whole.decode("utf-8", "replace") if whole is not None and error is None else None), took
+                self.close_connection = True
+        return (whole.decode("utf-8", "replace") if keep and whole is not None and error is None else None), took
 
     def _play(self, trial: ProxiedTrial, form: str, model: str | None, answer: Mapping[str, Any]) -> None:
         """Answer a call as the cassette recorded it: its status, its content type and its body (a stream's events
@@ -414,7 +418,7 @@ class _Handler(Handler):
         usage: tuple[int | None, int | None] = (None, None)
         answered = model
         events = _Events()
-        for message in events.read(body + b"\n") if "event-stream" in answer["contentType"] else [_json(body)]:
+        for message in events.read(body + b"\n") if "event-stream" in answer["contentType"] else _whole(body):
             usage = usage_of(form, message, usage)
             answered = _model_of(message, answered)
         took = answer.get("latencyMs")  # as long as it took when recorded, as a replayed exchange lasts
@@ -521,6 +525,12 @@ class _Events:
                 yield json.loads(line.strip(b",[]") if line[:1] in b"[," else line)
             except (ValueError, RecursionError):
                 continue
+
+
+def _whole(body: bytes) -> list[Any]:
+    """The JSON of an answer read whole: the items of an array (Gemini's stream without alt=sse), else the one."""
+    message = _json(body)
+    return message if isinstance(message, list) else [message]
 
 
 def _json(body: bytes) -> Any:
