@@ -4,6 +4,7 @@ run records of its calls; its key kept out of every output; and bad input bounde
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -733,6 +734,27 @@ class RunsThroughTheProxy(TempDirTestCase):
             (trial["code"], trial["reason"]),
             ("replay:miss", "the recorded model call POST /chat/completions was not made in this exchange"),
         )
+
+    def test_a_gzipped_answer_gives_its_tokens_and_replays_as_it_read(self) -> None:
+        def gzipped(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = gzip.compress(json.dumps(openai_completion([], "Hello")).encode())
+            handler.send_response(200)  # though the proxy asked for no encoding, as some gateways do
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Encoding", "gzip")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        upstream, cassette = self.serve(gzipped), os.path.join(self.tmp, "cassette.jsonl")
+        _out, err, code, recorded = self.run_with(self.agent(), upstream.url("/v1"), "--record", cassette)
+        self.assertEqual(code, 0, err)
+        upstream.__exit__(None, None, None)
+        _out, err, code, replayed = self.run_with(self.agent(), upstream.url("/v1"), "--replay", cassette)
+        self.assertEqual(code, 0, err)
+        for document in (recorded, replayed):
+            self.assertEqual(
+                document["results"][0]["trialResults"][0]["usage"], {"inputTokens": 120, "outputTokens": 30}
+            )
 
     def test_record_missing_fills_the_calls_a_cassette_lacks_from_the_upstream(self) -> None:
         cassette = os.path.join(self.tmp, "cassette.jsonl")

@@ -18,7 +18,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from http.client import HTTPException
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
@@ -348,6 +349,9 @@ class _Handler(Handler):
         bodiless = response.status in (204, 304) or self.command == "HEAD"  # no body to frame, whatever its headers say
         said = length is not None and length.isascii() and length.isdigit() and len(length) <= 18  # int() reads it
         streamed = not bodiless and (not said or int(length or "0") > MAX_ANSWER)
+        # asked for as is, and yet encoded: read (and kept) as decoded, passed on as it came
+        coding = (response.getheader("Content-Encoding") or "").strip().lower()
+        encoded = coding not in ("", "identity")
         error = None
         usage: tuple[int | None, int | None] = (None, None)
         answered = model
@@ -356,7 +360,8 @@ class _Handler(Handler):
                 answer = response.read()
             except (OSError, HTTPException):  # reset, or closed short of its length (IncompleteRead)
                 answer, error = b"", UPSTREAM_GONE
-            for message in _whole(answer) if error is None else ():
+            plain = _decoded(answer, coding) if error is None else None
+            for message in _whole(plain) if plain is not None else ():
                 usage = usage_of(form, message, usage)
                 answered = _model_of(message, answered)
             # recorded before it is passed on: the agent's next step, and the trial's end, come after it
@@ -366,7 +371,7 @@ class _Handler(Handler):
                 self._send(response.status, answer, dict(passed), reason=response.reason)
             else:
                 self._send(502, error_body(form, "the upstream API closed the connection mid-answer"))
-            return (answer.decode("utf-8", "replace") if keep and error is None else None), took
+            return (_text(plain) if keep and plain is not None else None), took
         self.send_response_only(response.status, response.reason)
         for key, value in passed:
             self.send_header(key, value)
@@ -375,7 +380,7 @@ class _Handler(Handler):
         events = _Events()
         # an answer that is not a stream of events (one JSON of no said length, chunked or closed) is read whole
         sse = "event-stream" in (response.getheader("Content-Type") or "")
-        whole = bytearray() if keep or not sse else None
+        whole = bytearray() if keep or encoded or not sse else None
         try:
             for chunk in _chunks(response):
                 if whole is not None:
@@ -388,14 +393,20 @@ class _Handler(Handler):
                 except OSError:
                     error = CLIENT_GONE
                     break
-                for message in events.read(chunk):
+                for message in events.read(chunk) if not encoded else ():
                     usage = usage_of(form, message, usage)
                     answered = _model_of(message, answered)
         except (OSError, HTTPException):
             error = UPSTREAM_GONE
+        plain = _decoded(bytes(whole), coding) if whole is not None and error is None else None
         if error is None:
-            last = events.read(b"\n") if sse else _whole(bytes(whole)) if whole is not None else ()
-            for message in last:  # a stream's last line, unended; or the answer that came whole
+            if sse and not encoded:
+                last: Iterable[Any] = events.read(b"\n")  # its last line, unended
+            elif plain is None:
+                last = ()
+            else:  # the answer that came whole, or an encoded stream's events, read once it ended
+                last = _Events().read(plain + b"\n") if sse else _whole(plain)
+            for message in last:
                 usage = usage_of(form, message, usage)
                 answered = _model_of(message, answered)
         else:
@@ -409,7 +420,7 @@ class _Handler(Handler):
                 self.wfile.flush()
             except OSError:
                 self.close_connection = True
-        return (whole.decode("utf-8", "replace") if keep and whole is not None and error is None else None), took
+        return (_text(plain) if keep and plain is not None else None), took
 
     def _play(self, trial: ProxiedTrial, form: str, model: str | None, answer: Mapping[str, Any]) -> None:
         """Answer a call as the cassette recorded it: its status, its content type and its body (a stream's events
@@ -525,6 +536,29 @@ class _Events:
                 yield json.loads(line.strip(b",[]") if line[:1] in b"[," else line)
             except (ValueError, RecursionError):
                 continue
+
+
+def _decoded(body: bytes, coding: str) -> bytes | None:
+    """An answer's body with its Content-Encoding (gzip or deflate) undone, MAX_ANSWER bytes at most; None when it
+    cannot be (br, another coding, or a body that is not what it says)."""
+    if coding in ("", "identity") or not body:
+        return body
+    if coding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    inflate = zlib.decompressobj(wbits=47)  # a gzip or a zlib header, whichever it has
+    try:
+        plain = inflate.decompress(body, MAX_ANSWER + 1)
+    except zlib.error:
+        return None
+    return plain if len(plain) <= MAX_ANSWER and inflate.eof else None
+
+
+def _text(body: bytes) -> str | None:
+    """An answer as the cassette keeps it: its text; None for one that is not UTF-8, which no replay could give back."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _whole(body: bytes) -> list[Any]:
