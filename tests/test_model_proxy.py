@@ -284,6 +284,25 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         )
         self.assertTrue({GOOGLE_KEY, QUERY_KEY} <= set(self.trial.secrets()))
 
+    def test_a_gemini_answer_s_tool_use_prompt_tokens_count_as_input(self) -> None:
+        grounded = {
+            **gemini_answer(),
+            "usageMetadata": {
+                "promptTokenCount": 14,
+                "candidatesTokenCount": 6,
+                "toolUsePromptTokenCount": 300,  # what its google_search read: billed as input
+                "thoughtsTokenCount": 10,
+                "totalTokenCount": 330,
+            },
+        }
+        proxy = ModelProxy(self.serve(lambda received, handler: send_json(handler, grounded)).url("/v1beta"))
+        self.addCleanup(proxy.close)
+        trial = proxy.trial()
+        request = urllib.request.Request(f"{trial.base_url}/models/gemini-fake:generateContent", b'{"contents": []}')
+        urllib.request.urlopen(request, timeout=WAIT).close()
+        [call] = trial.calls()
+        self.assertEqual((call.input_tokens, call.output_tokens), (314, 16))
+
     def test_the_google_genai_sdk_streamed_and_not_is_recorded_with_its_tokens(self) -> None:
         from google import genai
 

@@ -82,7 +82,9 @@ def usage_of(form: str, message: Any, seen: tuple[int | None, int | None]) -> tu
     if form == "gemini":
         metadata = message.get("usageMetadata")
         if isinstance(metadata, dict):
-            given = _count(metadata.get("promptTokenCount"), given)
+            prompt = _count(metadata.get("promptTokenCount"), None)
+            if prompt is not None:  # with what a tool it ran (google_search, code execution) read, billed as input
+                given = prompt + (_count(metadata.get("toolUsePromptTokenCount"), None) or 0)
             output = [_count(metadata.get(k), None) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
             if any(value is not None for value in output):
                 made = sum(value or 0 for value in output)
