@@ -264,13 +264,26 @@ TOOL_SERVER_URL = Setting(
     metavar="URL",
 )
 SERVING = (TOOL_SERVER, TOOL_NAMES, TOOL_SERVER_HOST, TOOL_SERVER_URL)
+
+
+def model_upstream(url: str, where: str) -> str:
+    """The upstream the model proxy forwards to: a base URL without credentials, which it would not send."""
+    url = base_of_paths(url, where)
+    if "@" in url.partition("://")[2].partition("/")[0]:
+        raise ConfigError(
+            f"{where}: the model proxy sends the agent's own key upstream, not a URL's credentials; give the upstream "
+            "without user:password@"
+        )
+    return url
+
+
 MODEL_PROXY = Setting(
     var="EVAL_MODEL_PROXY",
     flag="--model-proxy",
     help="the upstream model API's base URL (https://api.openai.com/v1): the harness proxies the agent's model calls "
     "to it on 127.0.0.1, records each trial's calls and tokens, and tells the agent the base URL (modelProxy.baseUrl, "
     "EVAL_MODEL_BASE_URL)",
-    read=base_of_paths,
+    read=model_upstream,
     metavar="URL",
     shown="unset: no proxy",
 )

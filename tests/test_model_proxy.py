@@ -809,6 +809,19 @@ class RunsThroughTheProxy(TempDirTestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn("EVAL_MODEL_PROXY", err)
 
+    def test_an_upstream_with_credentials_is_one_line_and_exit_2_without_them(self) -> None:
+        upstream = "https://gateway:pw-0123456789@llm.example.com/v1"
+        env = clean_env(
+            EVAL_TASKS=self.tasks,
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL="http://127.0.0.1:9/run",
+            EVAL_MODEL_PROXY=upstream,
+        )
+        _out, err, code = run_cli(env=env)
+        self.assertEqual((code, len(err.splitlines())), (2, 1), err)
+        self.assertIn("EVAL_MODEL_PROXY: the model proxy sends the agent's own key upstream", err)
+        self.assertNotIn("pw-0123456789", err)
+
     def test_a_run_without_the_setting_tells_the_agent_of_no_proxy(self) -> None:
         env = clean_env(EVAL_TASKS=self.tasks, EVAL_BACKEND="http", EVAL_AGENT_URL=self.serve(self.record).url())
         _out, err, code = run_cli(env=env)
