@@ -16,10 +16,22 @@ MISS = "replay:miss"  # harness.cassette's
 MODEL_PROXY = "EVAL_MODEL_PROXY"  # what a trial's path and its agent's key are masked as: the setting that proxies them
 
 
+def costed(calls: Sequence[ModelCall]) -> list[ModelCall]:
+    """The calls the upstream answered that cost tokens: every generation (chat, responses, messages, Gemini's), which
+    must say them, and any other call that says some (a model list, a token count says none, and costs none)."""
+    return [
+        call
+        for call in calls
+        if call.error is None
+        and 200 <= call.status < 300
+        and (call.form != "other" or call.input_tokens is not None or call.output_tokens is not None)
+    ]
+
+
 def proxied_usage(calls: Sequence[ModelCall]) -> tuple[int, int] | None:
     """The (input, output) tokens of the calls the upstream answered, summed; None when one of them did not say its
     usage (the tokens are then not known), or none was answered."""
-    answered = [call for call in calls if call.error is None and 200 <= call.status < 300]
+    answered = costed(calls)
     if not answered or any(call.input_tokens is None or call.output_tokens is None for call in answered):
         return None
     return sum(call.input_tokens or 0 for call in answered), sum(call.output_tokens or 0 for call in answered)
@@ -28,7 +40,7 @@ def proxied_usage(calls: Sequence[ModelCall]) -> tuple[int, int] | None:
 def unread(calls: Sequence[ModelCall]) -> str | None:
     """Why the trial's tokens are not known though the upstream answered its model calls: some did not say their usage
     (or said it in a way the proxy could not read); None when every answered call said its own."""
-    answered = [call for call in calls if call.error is None and 200 <= call.status < 300]
+    answered = costed(calls)
     unsaid = sum(call.input_tokens is None or call.output_tokens is None for call in answered)
     if not unsaid:
         return None

@@ -686,6 +686,26 @@ class RunsThroughTheProxy(TempDirTestCase):
         )
         self.assertEqual((trial["usage"], trial["reportedUsage"]), (None, {"inputTokens": 1, "outputTokens": 1}))
 
+    def test_a_call_that_is_no_generation_and_says_no_tokens_costs_none(self) -> None:
+        def counting(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.path.endswith("/messages/count_tokens"):
+                send_json(handler, {"input_tokens": 12})
+            else:
+                self.apis(received, handler)
+
+        def counts_then_asks(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            base, messages = received.json["modelProxy"]["baseUrl"], [{"role": "user", "content": "hi"}]
+            counter = anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
+            counter.messages.count_tokens(model="fake-model", messages=messages)  # free, and says no usage
+            client = openai.OpenAI(base_url=base, api_key=OPENAI_KEY, max_retries=0, timeout=WAIT)
+            client.chat.completions.create(model="fake-model", messages=messages)
+            send_json(handler, dict(CANNED[received.json["prompt"]]))
+
+        _out, err, code, document = self.run_with(self.serve(counts_then_asks), self.serve(counting).url("/v1"))
+        self.assertEqual(code, 0, err)
+        [trial] = document["results"][0]["trialResults"]
+        self.assertEqual((trial["usage"], trial["modelCalls"]["count"]), ({"inputTokens": 120, "outputTokens": 30}, 2))
+
     def test_the_agent_s_keys_and_its_path_are_in_no_output(self) -> None:
         junit, html = os.path.join(self.tmp, "junit.xml"), os.path.join(self.tmp, "report.html")
         out, err, _code, document = self.run_with(
