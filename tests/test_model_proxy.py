@@ -270,6 +270,33 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         ])  # fmt: skip
         self.assertIn(ANTHROPIC_KEY, " ".join(self.upstream.received[0].headers.values()))
 
+    def test_an_anthropic_stream_s_cached_input_counts_though_its_last_event_says_only_the_uncached(self) -> None:
+        def cached(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            def events() -> Iterator[bytes]:
+                for event in anthropic_events():
+                    if b'"message_start"' in event:  # the prompt mostly read from the cache
+                        start = json.loads(event.split(b"data: ")[1])
+                        start["message"]["usage"].update(cache_read_input_tokens=4000, cache_creation_input_tokens=0)
+                        event = sse(start, "message_start")
+                    elif b'"message_delta"' in event:  # which fields of its usage it says is its own
+                        delta = json.loads(event.split(b"data: ")[1])
+                        delta["usage"] = {"input_tokens": 30, "output_tokens": 9}
+                        event = sse(delta, "message_delta")
+                    yield event
+
+            send_events(handler, events())
+
+        proxy = ModelProxy(self.serve(cached).url("/v1"))
+        self.addCleanup(proxy.close)
+        trial = proxy.trial()
+        client = anthropic.Anthropic(base_url=trial.base_url, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
+        messages: Any = [{"role": "user", "content": "hi"}]
+        with client.messages.stream(model="fake-model", max_tokens=100, messages=messages) as stream:
+            usage = stream.get_final_message().usage
+        self.assertEqual((usage.input_tokens, usage.cache_read_input_tokens), (30, 4000))  # as the SDK adds it up
+        [call] = trial.calls()
+        self.assertEqual((call.input_tokens, call.output_tokens), (4030, 9))
+
     def test_gemini_generate_content_keeps_its_key_query_and_is_recorded(self) -> None:
         url = f"{self.trial.base_url}/models/gemini-fake:generateContent?key={QUERY_KEY}"
         request = urllib.request.Request(

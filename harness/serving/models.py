@@ -37,6 +37,7 @@ IDLE = 60.0  # seconds a connection to the agent may wait on one read or one wri
 UPSTREAM_WAIT = 600.0  # seconds the upstream may take to answer, or between two chunks of a stream: a model thinks
 KEPT_ALIVE = 32  # connections to the upstream kept open between calls
 TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
+ANTHROPIC_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")  # summed: the input
 KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 # Hop-by-hop headers (RFC 9110 7.6.1) and those the proxy sets itself: never forwarded either way.
 HOP_BY_HOP = frozenset(
@@ -99,9 +100,11 @@ def usage_of(form: str, message: Any, seen: tuple[int | None, int | None]) -> tu
     if form == "openai-chat":
         return _count(usage.get("prompt_tokens"), given), _count(usage.get("completion_tokens"), made)
     if form == "anthropic-messages":
-        cached = [_count(usage.get(k), None) or 0 for k in ("cache_creation_input_tokens", "cache_read_input_tokens")]
-        counted = _count(usage.get("input_tokens"), None)
-        return (given if counted is None else counted + sum(cached)), _count(usage.get("output_tokens"), made)
+        parts = [_count(usage.get(k), None) for k in ANTHROPIC_INPUT]
+        # a later event's input replaces an earlier one's only when it says every part: the SDK keeps a part unsaid
+        if parts[0] is not None and (given is None or None not in parts):
+            given = sum(part or 0 for part in parts)
+        return given, _count(usage.get("output_tokens"), made)
     return _count(usage.get("input_tokens"), given), _count(usage.get("output_tokens"), made)
 
 
