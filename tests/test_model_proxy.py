@@ -411,6 +411,22 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
                 [call] = trial.calls()
                 self.assertEqual((call.input_tokens, call.output_tokens, call.error), (120, 30, None))
 
+    def test_an_interim_answer_before_the_final_one_is_not_taken_for_it(self) -> None:
+        def hints_first(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = json.dumps(openai_completion([], "Hello")).encode()
+            handler.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            handler.wfile.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+        proxy = ModelProxy(self.serve(hints_first).url("/v1"))
+        self.addCleanup(proxy.close)
+        trial = proxy.trial()
+        client = self.openai_client().with_options(base_url=trial.base_url)
+        for _ in range(2):  # the connection kept for the next call is at the next answer's start
+            answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            self.assertEqual(answer.choices[0].message.content, "Hello")
+        self.assertEqual([(call.status, call.input_tokens) for call in trial.calls()], [(200, 120)] * 2)
+
     def test_an_answer_the_upstream_cuts_short_is_a_502_and_recorded_so(self) -> None:
         def cut(received: Received, handler: BaseHTTPRequestHandler) -> None:
             handler.send_response(200)

@@ -35,6 +35,7 @@ MAX_ANSWER = 64 * 1024 * 1024  # bytes of an answer read whole to find its usage
 MAX_CONNECTIONS = 256
 IDLE = 60.0  # seconds a connection to the agent may wait on one read or one write
 UPSTREAM_WAIT = 600.0  # seconds the upstream may take to answer, or between two chunks of a stream: a model thinks
+INTERIM = 8  # interim (1xx) answers read past before the final one
 KEPT_ALIVE = 32  # connections to the upstream kept open between calls
 TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
 ANTHROPIC_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")  # summed: the input
@@ -314,6 +315,11 @@ class _Handler(Handler):
                 try:
                     connection.request(self.command, target, body, headers)
                     response = connection.getresponse()
+                    for _ in range(INTERIM):  # interim answers (103 Early Hints), which http.client takes as final
+                        if not 100 <= response.status < 200:
+                            break
+                        response.headers = None  # type: ignore[assignment]  # so begin() reads the next, buffer and all
+                        response.begin()
                     break
                 except (OSError, HTTPException):
                     self._unwatch(connection.sock)
