@@ -334,15 +334,17 @@ class ModelTape:
         self._lock = threading.Lock()
 
     @staticmethod
-    def request(method: str, path: str, query: str, body: bytes) -> dict[str, Any]:
+    def request(method: str, path: str, query: str, body: bytes, asked: Mapping[str, str]) -> dict[str, Any]:
         """A model call as a cassette keys it: the method, the path after the trial's (the query without its keys),
-        and the body (its JSON, when it is JSON)."""
+        the headers that say what the model may do (a beta, the API's version), when it sent any, and the body (its
+        JSON, when it is JSON)."""
         kept = "&".join(part for part in query.split("&") if part and part.split("=")[0].lower() not in MODEL_KEYS)
         try:
             read: Any = _steady(json.loads(body)) if body else ""
         except (ValueError, RecursionError):
             read = body.decode("utf-8", "replace")
-        return {"method": method, "path": path + (f"?{kept}" if kept else ""), "body": read}
+        headers = {"headers": dict(sorted(asked.items()))} if asked else {}
+        return {"method": method, "path": path + (f"?{kept}" if kept else ""), **headers, "body": read}
 
     def play(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
         """The recorded answer to this call, or None when the exchange recorded none for it."""

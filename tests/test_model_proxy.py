@@ -838,6 +838,35 @@ class RunsThroughTheProxy(TempDirTestCase):
                 document["results"][0]["trialResults"][0]["usage"], {"inputTokens": 120, "outputTokens": 30}
             )
 
+    def test_a_replay_whose_agent_asks_for_another_beta_or_api_version_is_a_replay_miss(self) -> None:
+        def asks(beta: str) -> Any:
+            def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+                base = received.json["modelProxy"]["baseUrl"]
+                client = anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
+                try:
+                    client.messages.create(
+                        model="fake-model",
+                        max_tokens=10,
+                        messages=[{"role": "user", "content": "hi"}],
+                        extra_headers={"anthropic-beta": beta},  # what the model may do: part of what was asked
+                    )
+                except anthropic.APIError as exc:
+                    send_json(handler, {"error": f"the model failed: {exc}"}, 500)
+                    return
+                send_json(handler, dict(CANNED[received.json["prompt"]]))
+
+            return self.serve(respond)
+
+        cassette, upstream = os.path.join(self.tmp, "cassette.jsonl"), self.upstream.url("/v1")
+        _out, err, code, _document = self.run_with(asks("context-1m-2025-08-07"), upstream, "--record", cassette)
+        self.assertEqual(code, 0, err)
+        _out, err, code, replayed = self.run_with(asks("context-1m-2025-08-07"), upstream, "--replay", cassette)
+        self.assertEqual(code, 0, err)
+        _out, err, code, replayed = self.run_with(asks("context-1m-2025-08-70"), upstream, "--replay", cassette)
+        [trial] = replayed["results"][0]["trialResults"]
+        self.assertEqual((code, trial["code"]), (1, "replay:miss"), err)
+        self.assertIn("headers.anthropic-beta differs from the recorded one", trial["reason"])
+
     def test_record_missing_fills_the_calls_a_cassette_lacks_from_the_upstream(self) -> None:
         cassette = os.path.join(self.tmp, "cassette.jsonl")
         upstream = self.upstream.url("/v1")

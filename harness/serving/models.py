@@ -39,6 +39,8 @@ INTERIM = 8  # interim (1xx) answers read past before the final one
 KEPT_ALIVE = 32  # connections to the upstream kept open between calls
 TAIL = 1024 * 1024  # bytes of an unfinished stream line kept: a longer one is passed on, not read for usage
 ANTHROPIC_INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")  # summed: the input
+# Headers that change what the model does (a beta feature, the API's version): keyed with the body, never a secret.
+ASKING_HEADERS = frozenset({"anthropic-beta", "anthropic-version", "openai-beta"})
 KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
 # Hop-by-hop headers (RFC 9110 7.6.1) and those the proxy sets itself: never forwarded either way.
 HOP_BY_HOP = frozenset(
@@ -130,8 +132,8 @@ class ModelTape(Protocol):
     replaying: bool
     record_missing: bool
 
-    def request(self, method: str, path: str, query: str, body: bytes) -> dict[str, Any]:
-        """A call as the cassette keys it."""
+    def request(self, method: str, path: str, query: str, body: bytes, asked: Mapping[str, str]) -> dict[str, Any]:
+        """A call as the cassette keys it (asked: its headers that say what the model may do)."""
         ...
 
     def play(self, request: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -278,7 +280,8 @@ class _Handler(Handler):
         form = wire_format(rest)
         model = _requested_model(form, rest, body)
         tape = trial.tape
-        asked = tape.request(self.command, rest, query, body) if tape is not None else None
+        said = {name.lower(): value for name, value in self.headers.items() if name.lower() in ASKING_HEADERS}
+        asked = tape.request(self.command, rest, query, body, said) if tape is not None else None
         if tape is not None and asked is not None and tape.replaying:
             played = tape.play(asked)
             if played is not None:
