@@ -427,6 +427,20 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             self.assertEqual(answer.choices[0].message.content, "Hello")
         self.assertEqual([(call.status, call.input_tokens) for call in trial.calls()], [(200, 120)] * 2)
 
+    def test_an_answer_that_is_not_http_the_proxy_reads_is_a_502_saying_so(self) -> None:
+        def oversized(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trace: " + b"a" * 70000 + b"\r\nContent-Length: 2\r\n\r\n{}")
+
+        proxy = ModelProxy(self.serve(oversized).url("/v1"))
+        self.addCleanup(proxy.close)
+        trial = proxy.trial()
+        client = self.openai_client().with_options(base_url=trial.base_url)
+        with self.assertRaises(openai.APIStatusError) as raised:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(raised.exception.status_code, 502)
+        self.assertIn("the upstream API's answer could not be read (LineTooLong)", str(raised.exception))
+        self.assertEqual([call.error for call in trial.calls()], ["upstream-gone"])
+
     def test_an_answer_the_upstream_cuts_short_is_a_502_and_recorded_so(self) -> None:
         def cut(received: Received, handler: BaseHTTPRequestHandler) -> None:
             handler.send_response(200)

@@ -324,14 +324,18 @@ class _Handler(Handler):
                         response.headers = None  # type: ignore[assignment]  # so begin() reads the next, buffer and all
                         response.begin()
                     break
-                except (OSError, HTTPException):
+                except (OSError, HTTPException) as exc:
                     self._unwatch(connection.sock)
                     connection.close()
                     if reused:  # a kept-alive connection the upstream had closed meanwhile: once more, on a new one
                         connection, reused = route.connection(), False
                         continue
                     trial.add(ModelCall(form, model, 502, None, None, _since(started), UPSTREAM_GONE))
-                    reason = "the upstream API closed the connection before it answered"
+                    reason = (
+                        "the upstream API closed the connection before it answered"
+                        if isinstance(exc, OSError)  # closed or reset, not an answer too odd to read
+                        else f"the upstream API's answer could not be read ({type(exc).__name__})"
+                    )
                     self._send(502, error_body(form, reason), {"Content-Type": "application/json"})
                     return
             kept, took = self._relay(trial, form, model, response, started, tape is not None)
