@@ -441,6 +441,22 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         self.assertIn("the upstream API's answer could not be read (LineTooLong)", str(raised.exception))
         self.assertEqual([call.error for call in trial.calls()], ["upstream-gone"])
 
+    def test_an_unreadable_answer_on_a_kept_alive_connection_is_not_asked_for_again(self) -> None:
+        def second_oversized(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if len(upstream.received) == 1:
+                send_json(handler, openai_completion([], "Hello"))
+            else:  # the upstream answered, if oddly: the call was made, and is not to be made (and paid for) twice
+                handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trace: " + b"a" * 70000 + b"\r\n\r\n")
+
+        upstream = self.serve(second_oversized)
+        proxy = ModelProxy(upstream.url("/v1"))
+        self.addCleanup(proxy.close)
+        client = self.openai_client().with_options(base_url=proxy.trial().base_url)
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        with self.assertRaises(openai.APIStatusError):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        self.assertEqual(len(upstream.received), 2)
+
     def test_an_answer_the_upstream_cuts_short_is_a_502_and_recorded_so(self) -> None:
         def cut(received: Received, handler: BaseHTTPRequestHandler) -> None:
             handler.send_response(200)

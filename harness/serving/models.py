@@ -327,7 +327,7 @@ class _Handler(Handler):
                 except (OSError, HTTPException) as exc:
                     self._unwatch(connection.sock)
                     connection.close()
-                    if reused:  # a kept-alive connection the upstream had closed meanwhile: once more, on a new one
+                    if reused and isinstance(exc, OSError):  # closed while kept alive: once more, on a new connection
                         connection, reused = route.connection(), False
                         continue
                     trial.add(ModelCall(form, model, 502, None, None, _since(started), UPSTREAM_GONE))
