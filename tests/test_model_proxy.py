@@ -20,13 +20,14 @@ from unittest import mock
 import anthropic
 import openai
 
-from harness.serving.models import ModelProxy
+from harness.serving.models import ModelProxy, ProxiedTrial
 from tests.providers import anthropic_message, conversation_fake, openai_completion
 from tests.support import (
     CANNED,
     PROXY_VARIABLES,
     LoopbackProxy,
     Received,
+    Respond,
     TempDirTestCase,
     canonical_task_data,
     clean_env,
@@ -214,6 +215,12 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
     def openai_client(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.trial.base_url, api_key=OPENAI_KEY, max_retries=0, timeout=WAIT)
 
+    def upstream_trial(self, respond: Respond, path: str = "/v1") -> ProxiedTrial:
+        """A trial of a proxy of its own, in front of an upstream that answers as respond does."""
+        proxy = ModelProxy(self.serve(respond).url(path))
+        self.addCleanup(proxy.close)
+        return proxy.trial()
+
     def test_openai_chat_completions_are_forwarded_and_recorded_with_their_tokens(self) -> None:
         completion = self.openai_client().chat.completions.create(
             model="fake-model", messages=[{"role": "user", "content": "hi"}]
@@ -286,9 +293,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
 
             send_events(handler, events())
 
-        proxy = ModelProxy(self.serve(cached).url("/v1"))
-        self.addCleanup(proxy.close)
-        trial = proxy.trial()
+        trial = self.upstream_trial(cached)
         client = anthropic.Anthropic(base_url=trial.base_url, api_key=ANTHROPIC_KEY, max_retries=0, timeout=WAIT)
         messages: Any = [{"role": "user", "content": "hi"}]
         with client.messages.stream(model="fake-model", max_tokens=100, messages=messages) as stream:
@@ -322,9 +327,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
                 "totalTokenCount": 330,
             },
         }
-        proxy = ModelProxy(self.serve(lambda received, handler: send_json(handler, grounded)).url("/v1beta"))
-        self.addCleanup(proxy.close)
-        trial = proxy.trial()
+        trial = self.upstream_trial(lambda received, handler: send_json(handler, grounded), "/v1beta")
         request = urllib.request.Request(f"{trial.base_url}/models/gemini-fake:generateContent", b'{"contents": []}')
         urllib.request.urlopen(request, timeout=WAIT).close()
         [call] = trial.calls()
@@ -402,9 +405,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
                         handler.wfile.write(b"%x\r\n%s\r\n" % (len(body[start : start + 50]), body[start : start + 50]))
                     handler.wfile.write(b"0\r\n\r\n")
 
-                proxy = ModelProxy(self.serve(unsaid).url("/v1"))
-                self.addCleanup(proxy.close)
-                trial = proxy.trial()
+                trial = self.upstream_trial(unsaid)
                 client = self.openai_client().with_options(base_url=trial.base_url)
                 answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
                 self.assertEqual(answer.choices[0].message.content, "Hello")
@@ -418,9 +419,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
             handler.wfile.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
-        proxy = ModelProxy(self.serve(hints_first).url("/v1"))
-        self.addCleanup(proxy.close)
-        trial = proxy.trial()
+        trial = self.upstream_trial(hints_first)
         client = self.openai_client().with_options(base_url=trial.base_url)
         for _ in range(2):  # the connection kept for the next call is at the next answer's start
             answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -431,9 +430,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
         def oversized(received: Received, handler: BaseHTTPRequestHandler) -> None:
             handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trace: " + b"a" * 70000 + b"\r\nContent-Length: 2\r\n\r\n{}")
 
-        proxy = ModelProxy(self.serve(oversized).url("/v1"))
-        self.addCleanup(proxy.close)
-        trial = proxy.trial()
+        trial = self.upstream_trial(oversized)
         client = self.openai_client().with_options(base_url=trial.base_url)
         with self.assertRaises(openai.APIStatusError) as raised:
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -467,9 +464,7 @@ class SdkClientsThroughTheProxy(TempDirTestCase):
             handler.wfile.flush()
             handler.close_connection = True
 
-        proxy = ModelProxy(self.serve(cut).url("/v1"))
-        self.addCleanup(proxy.close)
-        trial = proxy.trial()
+        trial = self.upstream_trial(cut)
         client = self.openai_client().with_options(base_url=trial.base_url)
         with self.assertRaises(openai.APIStatusError) as raised:
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
