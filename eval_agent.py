@@ -70,6 +70,10 @@ SUBCOMMANDS = {
         "harness.subcommands.validate",
         "check a task file: every problem at once, coverage, drift from a live MCP server",
     ),
+    "audit": (
+        "harness.subcommands.audit",
+        "mutation testing of a task file: the bad behaviours each task lets pass, and the kill rate per kind",
+    ),
     "tools": ("harness.subcommands.tools", "print a live MCP server's tools in the task file's format"),
     "report": ("harness.subcommands.report", "render a results file as one self-contained HTML page"),
     "import": ("harness.subcommands.importing", "print a task file made from another harness's evalset (evalbench)"),

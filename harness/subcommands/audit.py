@@ -1,0 +1,362 @@
+"""`eval_agent.py audit`: mutation testing of a task file: the bad behaviours each task should catch, played through
+an in-process mutant agent and judged as a run judges them; which survive."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.config import MAX_TASK_FILE_BYTES, TASKS
+from harness.flags import Parser
+from harness.leaks import NO_SECRETS, Secrets
+from harness.records import (
+    AgentRequest,
+    ConfigError,
+    ExpectNoCall,
+    ExpectRefusal,
+    ExpectTool,
+    Reply,
+    Task,
+    Tool,
+    ToolCall,
+)
+from harness.reporters.console import say
+from harness.running import run_task
+from harness.settings import Sources
+from harness.taskfile import load_task_file
+from harness.text import count
+
+ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
+# The kinds, in the order they are reported.
+KINDS = (
+    "no-call",
+    "wrong-tool",
+    "drop-arg",
+    "empty-arg",
+    "wrong-value",
+    "refusal",
+    "blank",
+    "repeat",
+    "forbidden-call",
+    "drop-step",
+    "swap-steps",
+    "call-tool",
+    "forbidden-text",
+)
+
+
+class Mutant:
+    """One bad behaviour: the calls it makes in each turn (one a step) and how it ends each turn."""
+
+    __slots__ = ("calls", "ending", "kind", "label")
+
+    def __init__(self, kind: str, label: str, calls: Sequence[Sequence[ToolCall]], ending: str = ANSWER) -> None:
+        self.kind, self.label, self.calls, self.ending = kind, label, tuple(tuple(c) for c in calls), ending
+
+    def behaviour(self) -> tuple[tuple[tuple[tuple[str, str], ...], ...], str]:
+        """What it does, comparable: each turn's calls (name and arguments as JSON), and its ending."""
+        calls = tuple(tuple((call.name, json.dumps(call.args, sort_keys=True)) for call in turn) for turn in self.calls)
+        return calls, self.ending
+
+
+class MutantAgent:
+    """A Backend in-process: plays one mutant, a call a step (or all at once for a single prompt), then its ending."""
+
+    PLAYS_TOOLS = True
+    hidden = NO_SECRETS
+
+    def __init__(self, mutant: Mutant, conversation: bool) -> None:
+        self.mutant, self.conversation = mutant, conversation
+
+    def run(self, request: AgentRequest) -> Reply:
+        """The mutant's next step in this turn."""
+        turn = len(request.history)
+        calls = self.mutant.calls[turn] if turn < len(self.mutant.calls) else ()
+        if not self.conversation:
+            return Reply(calls, **_ending(self.mutant.ending)) if calls else Reply(**_ending(self.mutant.ending))
+        step = len(request.steps)
+        return Reply((calls[step],)) if step < len(calls) else Reply(**_ending(self.mutant.ending))
+
+    def describe(self) -> dict[str, Any]:
+        """No settings."""
+        return {}
+
+    def secrets(self) -> dict[str, str]:
+        """No secrets."""
+        return {}
+
+
+def _ending(ending: str) -> dict[str, Any]:
+    if ending == REFUSAL:
+        return {"text": REFUSAL, "refused": True, "refusal_stated": True}
+    return {"text": ending}
+
+
+def sample(schema: Mapping[str, Any]) -> Any:
+    """A value that looks valid for a property's schema: its first enum value, else one of its type."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "array":
+        return [sample(schema.get("items") or {"type": "string"})] * max(1, schema.get("minItems", 1))
+    if kind == "object":
+        return {
+            key: sample(schema["properties"][key])
+            for key in schema.get("required", ())
+            if key in schema.get("properties", {})
+        }
+    if kind in ("integer", "number"):
+        return max(1, schema.get("minimum", 1))
+    if kind == "boolean":
+        return True
+    return "x" * max(1, schema.get("minLength", 1))
+
+
+def sample_call(tool: Tool, turn: int) -> ToolCall:
+    """A call of the tool with every argument its schema requires, each a valid-looking value."""
+    properties = tool.input_schema.get("properties") or {}
+    return ToolCall(
+        tool.name, {key: sample(properties.get(key) or {}) for key in tool.input_schema.get("required", ())}, turn=turn
+    )
+
+
+def required_keys(step: ExpectTool, tool: Tool) -> list[str]:
+    """The arguments the task requires of a call: requiredArgs, argValues not optional, and with checkArgs "schema"
+    the inputSchema's required."""
+    keys = [*step.required_args, *(key for key, match in step.arg_values.items() if not match.optional)]
+    if step.schema is not None:
+        keys += tool.input_schema.get("required", ())
+    return list(dict.fromkeys(keys))
+
+
+def expected_call(step: ExpectTool, tool: Tool, turn: int) -> ToolCall:
+    """The call the step expects: each required argument with its first accepted value, else a valid-looking one."""
+    call = sample_call(tool, turn)
+    properties = tool.input_schema.get("properties") or {}
+    args = dict(call.args)
+    for key in required_keys(step, tool):
+        args.setdefault(key, sample(properties.get(key) or {}))
+    for key, match in step.arg_values.items():
+        args[key] = match.values[0]
+    return ToolCall(tool.name, args, turn=turn)
+
+
+def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[ExpectTool | None]]]:
+    """The behaviour the task's expectation accepts, derived from it: the reference calls of a state task, else each
+    expected step's call in its turn (a turn's own expectation's where it has one), then an answer; a refusal for a
+    refusal task. With it, the step each call answers."""
+    turns = 1 + len(task.turns)
+    if isinstance(task.expect, ExpectRefusal):
+        return Mutant("correct", "a refusal", [()] * turns, REFUSAL), [[] for _ in range(turns)]
+    by_turn: list[list[ToolCall]] = [[] for _ in range(turns)]
+    steps: list[list[ExpectTool | None]] = [[] for _ in range(turns)]
+    if task.state is not None and task.state.reference is not None:
+        by_turn[0] = list(task.state.reference)
+        steps[0] = [_step_of(task.expect.steps, call) for call in by_turn[0]]
+        return Mutant("correct", "the reference calls", by_turn), steps
+    own = task.turn_expects
+    for number in range(1, turns + 1):
+        mine = own[number - 1] if number <= len(own) else None
+        expected = (
+            mine.steps
+            if mine is not None
+            else tuple(s for s in task.expect.steps if (s.turn or (0 if own else 1)) == number)
+        )
+        for step in expected:
+            by_turn[number - 1].append(expected_call(step, tools[step.tool], number))
+            steps[number - 1].append(step)
+    return Mutant("correct", "the expected calls", by_turn), steps
+
+
+def wrong_value(value: Any, accepted: Sequence[Any]) -> Any:
+    """A value of the same JSON type as value that none of the accepted values is (None when none is found)."""
+    if isinstance(value, bool):
+        candidates: list[Any] = [not value]
+    elif isinstance(value, (int, float)):
+        candidates = [value + 1, value - 1, value + 1000]
+    elif isinstance(value, str):
+        candidates = [f"zz{value}qq", "zzz"]
+    elif isinstance(value, list):
+        candidates = [[], [*value, *value], ["zzz"]]
+    elif isinstance(value, dict):
+        candidates = [{}, {"zzz": 1}]
+    else:
+        return None
+
+    def loose_text(v: Any) -> str:
+        return "".join(ch for ch in json.dumps(v).casefold() if ch.isalnum())
+
+    for candidate in candidates:
+        if all(loose_text(candidate) != loose_text(a) for a in accepted):
+            return candidate
+    return None
+
+
+def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[list[ExpectTool | None]]) -> list[Mutant]:
+    """The bad behaviours the task's expectation should catch."""
+    turns = len(right.calls)
+    none: list[tuple[ToolCall, ...]] = [()] * turns
+    made: list[Mutant] = []
+    expect = task.expect
+    if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
+        if isinstance(expect, ExpectNoCall):
+            made.append(Mutant("refusal", "an explicit refusal", none, REFUSAL))
+        for tool in tools.values():
+            made.append(Mutant("call-tool", f"calls {tool.name}", [(sample_call(tool, 1),), *none[1:]]))
+        for text in expect.forbidden_text:
+            made.append(Mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
+        return made
+    flat = [(turn, index) for turn, calls in enumerate(right.calls) for index in range(len(calls))]
+    made += [
+        Mutant("no-call", "no call, an answer", none),
+        Mutant("refusal", "an explicit refusal", none, REFUSAL),
+        Mutant("blank", "a blank reply", none, BLANK),
+    ]
+    for number, (turn, index) in enumerate(flat, 1):
+        call = right.calls[turn][index]
+        where = f" (call {number})" if len(flat) > 1 else ""
+        for tool in tools.values():
+            if tool.name != call.name:
+                made.append(
+                    _swap(right, turn, index, sample_call(tool, call.turn), "wrong-tool", f"{tool.name}{where}")
+                )
+        step = steps[turn][index]
+        if step is None:
+            continue
+        for key in required_keys(step, tools[call.name]):
+            if key in call.args:
+                dropped = ToolCall(call.name, {k: v for k, v in call.args.items() if k != key}, turn=call.turn)
+                made.append(_swap(right, turn, index, dropped, "drop-arg", f"{call.name} without {key}{where}"))
+        for key in required_keys(step, tools[call.name]):
+            value = call.args.get(key)
+            if isinstance(value, (list, dict)) and value and key not in step.arg_values:
+                emptied = ToolCall(call.name, {**call.args, key: type(value)()}, turn=call.turn)
+                label = f"{call.name} {key}={json.dumps(type(value)())}{where}"
+                made.append(_swap(right, turn, index, emptied, "empty-arg", label))
+        for key, match in step.arg_values.items():
+            value = wrong_value(call.args[key], match.values)
+            if value is not None:
+                changed = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
+                label = f"{call.name} {key}={json.dumps(value)}{where}"
+                made.append(_swap(right, turn, index, changed, "wrong-value", label))
+    if flat:
+        turn, index = flat[-1]
+        last = right.calls[turn][index]
+        tripled = [list(calls) for calls in right.calls]
+        tripled[turn][index + 1 : index + 1] = [last, last]
+        made.append(Mutant("repeat", f"{last.name} called three times in a row", tripled))
+        for name in expect.forbidden_tools:
+            extra = [list(calls) for calls in right.calls]
+            extra[turn].append(sample_call(tools[name], last.turn))
+            made.append(Mutant("forbidden-call", f"also calls {name}", extra))
+    if len(flat) > 1:
+        for number, (turn, index) in enumerate(flat, 1):
+            dropped_step = [list(calls) for calls in right.calls]
+            del dropped_step[turn][index]
+            made.append(Mutant("drop-step", f"call {number} ({right.calls[turn][index].name}) left out", dropped_step))
+    ordered = getattr(expect, "order", "any-order") != "any-order" and task.state is None
+    for turn, calls in enumerate(right.calls):
+        for index in range(len(calls) - 1) if ordered else ():
+            if calls[index].name != calls[index + 1].name:
+                swapped = [list(c) for c in right.calls]
+                swapped[turn][index], swapped[turn][index + 1] = calls[index + 1], calls[index]
+                label = f"{calls[index].name} and {calls[index + 1].name} swapped"
+                made.append(Mutant("swap-steps", label, swapped))
+    return made
+
+
+def _step_of(steps: Sequence[ExpectTool], call: ToolCall) -> ExpectTool | None:
+    return next((step for step in steps if step.tool == call.name), None)
+
+
+def _swap(right: Mutant, turn: int, index: int, call: ToolCall, kind: str, label: str) -> Mutant:
+    calls = [list(c) for c in right.calls]
+    calls[turn][index] = call
+    return Mutant(kind, label, calls)
+
+
+def play(task: Task, mutant: Mutant, hidden: Secrets) -> str:
+    """The verdict a run gives the mutant on the task: pass, or the code it failed or errored with (hidden: the tasks'
+    forbidden text, masked as a run masks it)."""
+    result = run_task(MutantAgent(mutant, task.is_conversation), task, NO_SECRETS, hidden)
+    return "pass" if result.outcome.status == "pass" else result.outcome.code or result.outcome.status
+
+
+def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, Any]:
+    """One task's row of the matrix: each mutant, and whether its expectation killed it; or why it was not audited."""
+    right, steps = correct(task, tools)
+    verdict = play(task, right, hidden)
+    if verdict != "pass":
+        return {"task": task.id, "audited": False, "why": f"its expected behaviour, derived, does not pass: {verdict}"}
+    rows = [
+        {"kind": m.kind, "mutant": m.label, "verdict": (v := play(task, m, hidden)), "killed": v != "pass"}
+        for m in mutants(task, tools, right, steps)
+    ]
+    return {"task": task.id, "audited": True, "mutants": rows}
+
+
+def main(argv: Sequence[str]) -> int:
+    """Audit each task; print the survivors, the kill rate per kind, the tasks that kill nothing."""
+    parser = Parser(
+        prog="eval_agent.py audit",
+        description="Mutation testing of a task file: play the bad behaviours each task should catch through an "
+        "in-process agent, judged as a run judges them, and list those that pass.",
+        epilog="Exit codes: 0 audited, 1 a kill rate under --min-kill, 2 bad input.",
+    )
+    parser.add_argument("--tasks", metavar="FILE", help=f"the task file ({TASKS.var}, default {TASKS.shown})")
+    parser.add_argument("--json", metavar="FILE", help="write the matrix (each task's mutants and verdicts) as JSON")
+    parser.add_argument("--min-kill", metavar="N", help="exit 1 when the suite kills under N%% of its mutants")
+    args = parser.parse_args(argv)
+    minimum = _min_kill(args.min_kill)
+    sources = Sources(args, os.environ)
+    path = sources.get(TASKS)
+    task_file = load_task_file(path, os.environ, sources.get(MAX_TASK_FILE_BYTES))
+    tools = {tool.name: tool for tool in task_file.tools}
+    hidden = Secrets({f.value: f.label for t in task_file.tasks for f in t.expect.forbidden_text if f.value})
+    matrix = [audit(task, tools, hidden) for task in task_file.tasks]
+    rows = [row for entry in matrix if entry["audited"] for row in entry["mutants"]]
+    for entry in matrix:
+        if not entry["audited"]:
+            say(f"{entry['task']}: not audited: {entry['why']}")
+            continue
+        for row in entry["mutants"]:
+            if not row["killed"]:
+                say(f"{entry['task']}: survived {row['kind']}: {row['mutant']}")
+    say("kill rate per kind:")
+    for kind in KINDS:
+        of = [row for row in rows if row["kind"] == kind]
+        if of:
+            killed = sum(row["killed"] for row in of)
+            say(f"  {kind:<15} {killed}/{len(of)} ({100 * killed // len(of)}%)")
+    idle = [e["task"] for e in matrix if e["audited"] and e["mutants"] and not any(r["killed"] for r in e["mutants"])]
+    for task_id in idle:
+        say(f"{task_id}: kills nothing")
+    killed = sum(row["killed"] for row in rows)
+    rate = 100 * killed / len(rows) if rows else 100.0
+    audited = sum(entry["audited"] for entry in matrix)
+    say(
+        f"{path}: {count(audited, 'task')} audited of {len(matrix)}, {count(len(rows), 'mutant')}, {killed} killed "
+        f"({int(rate)}%), {len(rows) - killed} survived"
+    )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"taskFile": path, "killRate": rate, "tasks": matrix}, out, indent=2)
+            out.write("\n")
+    return 1 if minimum is not None and rate < minimum else 0
+
+
+def _min_kill(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 100:
+        raise ConfigError(f"--min-kill: expected a percentage from 0 to 100, got {value!r}")
+    return number

@@ -1,0 +1,163 @@
+"""`eval_agent.py audit`: each kind of mutant is killed by a task that catches it and survives one that does not; no
+mutant is the behaviour the task accepts; the command's output, matrix and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from harness.leaks import NO_SECRETS
+from harness.subcommands.audit import audit, correct, mutants, play
+from harness.taskfile import load_task_file
+from tests.support import ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
+
+WORLDS_TASKS = os.path.join(ROOT, "examples", "worlds", "eval-tasks.json")
+SEARCH = {
+    "name": "search",
+    "description": "Search.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "limit": {"type": "integer"},
+        },
+        "required": ["query"],
+    },
+}
+DELETE = {
+    "name": "delete",
+    "description": "Delete.",
+    "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+}
+# Per kind: a task that kills the mutant, and one that lets it survive (None: none can, or none makes the mutant).
+TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "no-call": ({"tool": "search"}, None),
+    "wrong-tool": ({"tool": "search"}, None),
+    "drop-arg": ({"tool": "search", "requiredArgs": ["query"]}, None),
+    "empty-arg": (
+        {"tool": "search", "requiredArgs": ["ids"], "checkArgs": "schema"},
+        {"tool": "search", "requiredArgs": ["ids"]},
+    ),
+    "wrong-value": ({"tool": "search", "argValues": {"limit": [5]}}, None),
+    "refusal": ({"tool": "search"}, None),
+    "blank": ({"tool": "search"}, None),
+    "repeat": ({"tool": "search", "budget": {"maxToolCalls": 1}}, {"tool": "search"}),
+    "forbidden-call": ({"tool": "search", "forbiddenTools": ["delete"]}, None),
+    "drop-step": ({"trajectory": ["search", "delete"]}, None),
+    "swap-steps": ({"trajectory": ["search", "delete"], "order": "exact"}, None),
+    "call-tool": ({"noCall": True}, None),
+    "forbidden-text": ({"refusal": True, "forbiddenText": ["s3cret"]}, None),
+}
+# Per kind: a task for which it is not made, as it would be equivalent or there is nothing to make it of.
+NOT_MADE: dict[str, dict[str, Any]] = {
+    "drop-arg": {"tool": "search", "argValues": {"limit": {"anyOf": [5], "optional": True}}},
+    "swap-steps": {"trajectory": ["search", "delete"], "order": "any-order"},
+    "forbidden-call": {"tool": "search"},
+    "refusal": {"refusal": True},
+    "empty-arg": {"tool": "search", "argValues": {"ids": [["a"]]}},
+}
+
+
+class AuditTest(TempDirTestCase):
+    def task_file(self, *expects: dict[str, Any]) -> str:
+        """A task file of one task per expectation, with two tools."""
+        tasks = []
+        for number, expect in enumerate(expects):
+            expect = dict(expect)
+            tasks.append({"id": f"t{number}", "category": "c", "prompt": "Do it.", "expect": expect})
+        path = os.path.join(self.tmp, "tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"version": 1, "tools": [SEARCH, DELETE], "tasks": tasks}, f)
+        return path
+
+    def rows(self, expect: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        task_file = load_task_file(self.task_file(expect), {})
+        tools = {tool.name: tool for tool in task_file.tools}
+        entry = audit(task_file.tasks[0], tools, NO_SECRETS)
+        self.assertTrue(entry["audited"], entry)
+        return [row for row in entry["mutants"] if row["kind"] == kind]
+
+    def test_each_kind_of_mutant_is_killed_by_a_task_that_catches_it_and_survives_one_that_does_not(self) -> None:
+        for kind, (killing, sparing) in TABLE.items():
+            with self.subTest(kind):
+                killed = self.rows(killing, kind)
+                self.assertTrue(killed, f"no {kind} mutant made")
+                self.assertTrue(all(row["killed"] for row in killed), killed)
+                if sparing is not None:
+                    spared = self.rows(sparing, kind)
+                    self.assertTrue(spared and not any(row["killed"] for row in spared), spared)
+
+    def test_a_mutant_equivalent_by_construction_is_not_made(self) -> None:
+        for kind, expect in NOT_MADE.items():
+            with self.subTest(kind):
+                self.assertEqual(self.rows(expect, kind), [])
+
+    def test_no_mutant_is_the_behaviour_the_tasks_own_expectation_accepts(self) -> None:
+        for path in (SHIPPED_TASKS, WORLDS_TASKS, self.task_file(*(k for k, _ in TABLE.values()))):
+            task_file = load_task_file(path, {"EVAL_CANARY": "canary-value"})
+            tools = {tool.name: tool for tool in task_file.tools}
+            for task in task_file.tasks:
+                with self.subTest(path=path, task=task.id):
+                    right, steps = correct(task, tools)
+                    if play(task, right, NO_SECRETS) != "pass":
+                        continue  # not audited, and said so
+                    made = mutants(task, tools, right, steps)
+                    self.assertTrue(made)
+                    for mutant in made:
+                        self.assertNotEqual(mutant.behaviour(), right.behaviour(), mutant.label)
+
+    def test_the_audit_of_the_canonical_tasks_lists_survivors_and_the_kill_rate_per_kind(self) -> None:
+        stdout, stderr, code = run_cli("audit", "--tasks", "eval-tasks.json", cwd=ROOT)
+        self.assertEqual((stderr, code), ("", 0))
+        lines = stdout.splitlines()
+        self.assertIn("asset-tag-additive: survived empty-arg: imageman.asset.tag assetIds=[]", lines)
+        self.assertNotIn("asset-tag-from-search: survived", stdout)  # its schema's minItems kills an empty assetIds
+        self.assertIn("kill rate per kind:", lines)
+        self.assertRegex(
+            lines[-1], r"^eval-tasks\.json: 15 tasks audited of 15, \d+ mutants, \d+ killed \(\d+%\), \d+ survived$"
+        )
+
+    def test_the_worlds_example_is_audited_by_playing_its_environment(self) -> None:
+        stdout, stderr, code = run_cli(
+            "audit", "--tasks", os.path.join("examples", "worlds", "eval-tasks.json"), cwd=ROOT
+        )
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn(
+            "share-with-ana: not audited: its expected behaviour, derived, does not pass: state:mismatch", stdout
+        )
+        self.assertIn("2 tasks audited of 3", stdout)
+
+    def test_the_docs_show_what_the_audit_prints(self) -> None:
+        with open(os.path.join(ROOT, "docs", "tasks.md"), encoding="utf-8") as f:
+            page = f.read()
+        shown = page.split("```\n$ python3 eval_agent.py audit", 1)[1].split("```", 1)[0]
+        command, printed = shown.split("\n", 1)
+        stdout, stderr, code = run_cli("audit", *command.split(), cwd=ROOT)
+        self.assertEqual((stderr, code, stdout), ("", 0, printed))
+
+    def test_json_writes_the_matrix_and_min_kill_gates_the_suite(self) -> None:
+        path = self.task_file({"tool": "search"}, {"noCall": True})
+        out = os.path.join(self.tmp, "matrix.json")
+        _, stderr, code = run_cli("audit", "--tasks", path, "--json", out, "--min-kill", "100")
+        self.assertEqual((stderr, code), ("", 1))  # the repeat survives: no budget
+        with open(out, encoding="utf-8") as f:
+            matrix = json.load(f)
+        self.assertEqual([entry["task"] for entry in matrix["tasks"]], ["t0", "t1"])
+        self.assertIn(
+            {"kind": "repeat", "mutant": "search called three times in a row", "verdict": "pass", "killed": False},
+            matrix["tasks"][0]["mutants"],
+        )
+        self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "50")[2], 0)
+
+    def test_bad_input_is_one_line_and_exit_2(self) -> None:
+        for args, said in (
+            (["--tasks", os.path.join(self.tmp, "missing.json")], "missing.json"),
+            (["--tasks", SHIPPED_TASKS, "--min-kill", "lots"], "--min-kill"),
+            (["--tasks", SHIPPED_TASKS, "--min-kill", "101"], "--min-kill"),
+        ):
+            with self.subTest(args):
+                stdout, stderr, code = run_cli("audit", *args, env=clean_env())
+                self.assertEqual((stdout, code, len(stderr.splitlines())), ("", 2, 1), stderr)
+                self.assertIn(said, stderr)
