@@ -11,6 +11,7 @@ from math import comb
 from typing import Any
 
 from harness.costs import OVERALL_FIGURES, TASK_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
+from harness.drift import Drift, drift, drift_document, drift_lines
 from harness.records import Figure, Growth, change_percent, record
 from harness.results import as_float, growth_document, rounded_percent
 from harness.text import count, growth_text, millis, percent
@@ -67,6 +68,7 @@ class Comparison:
     runs: tuple[int, int]  # then, now
     costs: CostComparison  # of the tasks measured alike on both sides
     growth: tuple[Growth, ...]  # each figure a growth limit applies to, with the limit given
+    drift: Drift  # each tool's calls, keys and values, then and now, over the tasks both ran
 
     @property
     def regressed(self) -> list[str]:
@@ -231,6 +233,7 @@ def compare(
         (baseline["runs"], candidate["runs"]),
         costs,
         growths(costs, limits or {}),
+        drift(baseline, candidate),
     )
 
 
@@ -279,7 +282,7 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     if max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))
     lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
-    return lines
+    return lines + drift_lines(comparison.drift)
 
 
 def cost_lines(comparison: Comparison) -> list[str]:
@@ -386,6 +389,7 @@ def comparison_document(
             c: {"then": _number(then), "now": _number(now)} for c, (then, now) in comparison.by_category.items()
         },
         "cost": cost_document(comparison),
+        "toolDrift": drift_document(comparison.drift),
         "tasks": [
             {
                 "id": t.id,

@@ -83,7 +83,7 @@ class Sent:
     ending: Ending
     entries: Spool
     tallies: Tallies
-    briefs: list[dict[str, Any]]  # each task's entry without its trials, with their cost: what a comparison needs
+    briefs: list[dict[str, Any]]  # each task's entry with its trials' cost and calls only: what a comparison needs
     first: dict[str, Any] | None  # the first task's entry: says why, when nothing reached the agent
     not_run: list[str]
     handed: int  # the trials handed on
@@ -123,6 +123,7 @@ def send(run: Run) -> Sent:
     comparing, masking = run.baseline is not None, bool(hidden)  # asked once, not with every task
     if comparing:
         from harness.costs import task_cost  # what a comparison weighs: a run without one, nothing
+        from harness.drift import trial_calls
 
     def on_task(task: Task, trials: Sequence[Result]) -> None:
         nonlocal first
@@ -134,9 +135,10 @@ def send(run: Run) -> Sent:
         if first is None:
             first = entry
         tallies.add(entry)
-        if comparing:  # what the comparison needs of the trials is their cost
+        if comparing:  # what the comparison needs of the trials is their cost and their calls (for the drift)
             brief = {key: value for key, value in entry.items() if key != "trialResults"}
-            briefs.append({**brief, "cost": task_cost(entry["trialResults"])})
+            calls = [trial_calls(trial) for trial in entry["trialResults"]]
+            briefs.append({**brief, "cost": task_cost(entry["trialResults"]), "trialCalls": calls})
 
     in_task_order = InTaskOrder(tasks, config.runs, on_task)
 

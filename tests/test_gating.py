@@ -213,7 +213,16 @@ class Compare(GatingTestCase):
         self.assertIn("STILL PASSING      8 tasks", lines)
         self.assertIn("asset.get              100%     0%  -100.0 pts", lines)
         self.assertIn("overall                100%    80%  -20.0 pts", lines)
-        self.assertEqual(lines[-1], "2 regressed · 8 still passing")
+        drift = next(index for index, line in enumerate(lines) if line.startswith("Tool drift"))
+        self.assertEqual(lines[drift - 1], "2 regressed · 8 still passing")  # the tools' drift comes after
+        self.assertEqual(
+            lines[-3:],
+            [
+                "  chosen tool changed in 2 tasks:",
+                "    asset-search-semantic: imageman.asset.search → (no call)",
+                "    asset-get-details: imageman.asset.get → imageman.asset.list",
+            ],
+        )
 
     def test_fail_on_none_and_the_json_output(self) -> None:
         self.baseline_and_candidate()

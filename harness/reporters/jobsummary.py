@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from harness.drift import drift_markdown
 from harness.records import Outputs, Summary
 from harness.results import explaining_trial
 from harness.text import budget_text, calls_text, clip, count, headline, percent, printable, transcript
@@ -89,6 +90,8 @@ def job_summary(
     page = _Page(lines)
     if comparison is not None and comparison.costs.tasks:
         _costs(page, comparison)
+    if comparison is not None:
+        page.add(drift_markdown(comparison.drift, _text))
     misses = listed = 0
     for entry in document["results"]:
         if entry["status"] == "pass":

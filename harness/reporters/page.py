@@ -13,6 +13,7 @@ from fractions import Fraction
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from harness.drift import drift_html
 from harness.records import Growth, Outputs, Summary
 from harness.text import (
     GROWTH_FIGURES,
@@ -208,6 +209,7 @@ def _changes(comparison: Comparison, baseline_name: str) -> Iterator[str]:
     yield "</tbody></table>"
     if comparison.costs.tasks:
         yield from _costs(comparison)
+    yield from drift_html(comparison.drift, _e)
     yield "</section>\n"
 
 
