@@ -43,10 +43,15 @@ TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "wrong-value": ({"tool": "search", "argValues": {"limit": [5]}}, None),
     "refusal": ({"tool": "search"}, None),
     "blank": ({"tool": "search"}, None),
+    "call-as-text": ({"tool": "search"}, None),
     "repeat": ({"tool": "search", "budget": {"maxToolCalls": 1}}, {"tool": "search"}),
     "forbidden-call": ({"tool": "search", "forbiddenTools": ["delete"]}, None),
     "drop-step": ({"trajectory": ["search", "delete"]}, None),
     "swap-steps": ({"trajectory": ["search", "delete"], "order": "exact"}, None),
+    "turn-call": (
+        {"turns": [{"prompt": "And?", "expect": {"noCall": True}}], "firstTurn": {"tool": "search"}, "tool": "search"},
+        None,
+    ),
     "call-tool": ({"noCall": True}, None),
     "forbidden-text": ({"refusal": True, "forbiddenText": ["s3cret"]}, None),
 }
@@ -66,7 +71,8 @@ class AuditTest(TempDirTestCase):
         tasks = []
         for number, expect in enumerate(expects):
             expect = dict(expect)
-            tasks.append({"id": f"t{number}", "category": "c", "prompt": "Do it.", "expect": expect})
+            task = {"id": f"t{number}", "category": "c", "prompt": "Do it.", "turns": expect.pop("turns", [])}
+            tasks.append({**task, "expect": expect})
         path = os.path.join(self.tmp, "tasks.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump({"version": 1, "tools": [SEARCH, DELETE], "tasks": tasks}, f)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
@@ -38,10 +38,12 @@ KINDS = (
     "wrong-value",
     "refusal",
     "blank",
+    "call-as-text",
     "repeat",
     "forbidden-call",
     "drop-step",
     "swap-steps",
+    "turn-call",
     "call-tool",
     "forbidden-text",
 )
@@ -244,6 +246,10 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
                 changed = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
                 label = f"{call.name} {key}={json.dumps(value)}{where}"
                 made.append(_swap(right, turn, index, changed, "wrong-value", label))
+    if flat and not task.turns:
+        first = right.calls[0][0]
+        written = f"<tool_call>{json.dumps({'name': first.name, 'arguments': first.args})}</tool_call>"
+        made.append(Mutant("call-as-text", f"{first.name} written as text", none, written))
     if flat:
         turn, index = flat[-1]
         last = right.calls[turn][index]
@@ -254,6 +260,12 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
             extra = [list(calls) for calls in right.calls]
             extra[turn].append(sample_call(tools[name], last.turn))
             made.append(Mutant("forbidden-call", f"also calls {name}", extra))
+    for number, own in enumerate(task.turn_expects, 1):
+        if isinstance(own, ExpectNoCall):
+            names = task.offered[number - 1] if task.offered else tuple(tools)
+            stray = [list(calls) for calls in right.calls]
+            stray[number - 1].append(sample_call(tools[names[0]], number))
+            made.append(Mutant("turn-call", f"calls {names[0]} in turn {number}, which expects no call", stray))
     if len(flat) > 1:
         for number, (turn, index) in enumerate(flat, 1):
             dropped_step = [list(calls) for calls in right.calls]
@@ -280,21 +292,21 @@ def _swap(right: Mutant, turn: int, index: int, call: ToolCall, kind: str, label
     return Mutant(kind, label, calls)
 
 
-def play(task: Task, mutant: Mutant, hidden: Secrets) -> str:
+def play(task: Task, mutant: Mutant, hidden: Secrets, tools: Collection[str] = ()) -> str:
     """The verdict a run gives the mutant on the task: pass, or the code it failed or errored with (hidden: the tasks'
-    forbidden text, masked as a run masks it)."""
-    result = run_task(MutantAgent(mutant, task.is_conversation), task, NO_SECRETS, hidden)
+    forbidden text, masked as a run masks it; tools: the file's tool names, whose calls written as text a run finds)."""
+    result = run_task(MutantAgent(mutant, task.is_conversation), task, NO_SECRETS, hidden, tools)
     return "pass" if result.outcome.status == "pass" else result.outcome.code or result.outcome.status
 
 
 def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, Any]:
     """One task's row of the matrix: each mutant, and whether its expectation killed it; or why it was not audited."""
     right, steps = correct(task, tools)
-    verdict = play(task, right, hidden)
+    verdict = play(task, right, hidden, tools)
     if verdict != "pass":
         return {"task": task.id, "audited": False, "why": f"its expected behaviour, derived, does not pass: {verdict}"}
     rows = [
-        {"kind": m.kind, "mutant": m.label, "verdict": (v := play(task, m, hidden)), "killed": v != "pass"}
+        {"kind": m.kind, "mutant": m.label, "verdict": (v := play(task, m, hidden, tools)), "killed": v != "pass"}
         for m in mutants(task, tools, right, steps)
     ]
     return {"task": task.id, "audited": True, "mutants": rows}
