@@ -125,6 +125,19 @@ class AuditTest(TempDirTestCase):
             lines[-1], r"^eval-tasks\.json: 15 tasks audited of 15, \d+ mutants, \d+ killed \(\d+%\), \d+ survived$"
         )
 
+    def test_the_weakness_the_schema_check_fixed_in_a_canonical_task_is_reported_without_it(self) -> None:
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        (task,) = [task for task in data["tasks"] if task["id"] == "asset-tag-from-search"]
+        del task["expect"]["checkArgs"]  # as it was when an agent that tagged nothing (assetIds: []) passed it
+        data["tasks"] = [task]
+        path = os.path.join(self.tmp, "tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        stdout, stderr, code = run_cli("audit", "--tasks", path)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn("asset-tag-from-search: survived empty-arg: imageman.asset.tag assetIds=[] (call 2)", stdout)
+
     def test_the_worlds_example_is_audited_by_playing_its_environment(self) -> None:
         stdout, stderr, code = run_cli(
             "audit", "--tasks", os.path.join("examples", "worlds", "eval-tasks.json"), cwd=ROOT
