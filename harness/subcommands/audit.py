@@ -21,6 +21,7 @@ from harness.records import (
     Task,
     Tool,
     ToolCall,
+    record,
 )
 from harness.reporters.console import say
 from harness.running import run_task
@@ -49,18 +50,24 @@ KINDS = (
 )
 
 
+@record
 class Mutant:
     """One bad behaviour: the calls it makes in each turn (one a step) and how it ends each turn."""
 
-    __slots__ = ("calls", "ending", "kind", "label")
-
-    def __init__(self, kind: str, label: str, calls: Sequence[Sequence[ToolCall]], ending: str = ANSWER) -> None:
-        self.kind, self.label, self.calls, self.ending = kind, label, tuple(tuple(c) for c in calls), ending
+    kind: str
+    label: str
+    calls: tuple[tuple[ToolCall, ...], ...]
+    ending: str = ANSWER
 
     def behaviour(self) -> tuple[tuple[tuple[tuple[str, str], ...], ...], str]:
         """What it does, comparable: each turn's calls (name and arguments as JSON), and its ending."""
         calls = tuple(tuple((call.name, json.dumps(call.args, sort_keys=True)) for call in turn) for turn in self.calls)
         return calls, self.ending
+
+
+def mutant(kind: str, label: str, calls: Sequence[Sequence[ToolCall]], ending: str = ANSWER) -> Mutant:
+    """A mutant of the calls each turn makes, as lists or tuples."""
+    return Mutant(kind, label, tuple(tuple(turn) for turn in calls), ending)
 
 
 class MutantAgent:
@@ -154,13 +161,13 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
     refusal task. With it, the step each call answers."""
     turns = 1 + len(task.turns)
     if isinstance(task.expect, ExpectRefusal):
-        return Mutant("correct", "a refusal", [()] * turns, REFUSAL), [[] for _ in range(turns)]
+        return mutant("correct", "a refusal", [()] * turns, REFUSAL), [[] for _ in range(turns)]
     by_turn: list[list[ToolCall]] = [[] for _ in range(turns)]
     steps: list[list[ExpectTool | None]] = [[] for _ in range(turns)]
     if task.state is not None and task.state.reference is not None:
         by_turn[0] = list(task.state.reference)
         steps[0] = [_step_of(task.expect.steps, call) for call in by_turn[0]]
-        return Mutant("correct", "the reference calls", by_turn), steps
+        return mutant("correct", "the reference calls", by_turn), steps
     own = task.turn_expects
     for number in range(1, turns + 1):
         mine = own[number - 1] if number <= len(own) else None
@@ -172,7 +179,7 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
         for step in expected:
             by_turn[number - 1].append(expected_call(step, tools[step.tool], number))
             steps[number - 1].append(step)
-    return Mutant("correct", "the expected calls", by_turn), steps
+    return mutant("correct", "the expected calls", by_turn), steps
 
 
 def wrong_value(value: Any, accepted: Sequence[Any]) -> Any:
@@ -207,17 +214,17 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
     expect = task.expect
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         if isinstance(expect, ExpectNoCall):
-            made.append(Mutant("refusal", "an explicit refusal", none, REFUSAL))
+            made.append(mutant("refusal", "an explicit refusal", none, REFUSAL))
         for tool in tools.values():
-            made.append(Mutant("call-tool", f"calls {tool.name}", [(sample_call(tool, 1),), *none[1:]]))
+            made.append(mutant("call-tool", f"calls {tool.name}", [(sample_call(tool, 1),), *none[1:]]))
         for text in expect.forbidden_text:
-            made.append(Mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
+            made.append(mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
         return made
     flat = [(turn, index) for turn, calls in enumerate(right.calls) for index in range(len(calls))]
     made += [
-        Mutant("no-call", "no call, an answer", none),
-        Mutant("refusal", "an explicit refusal", none, REFUSAL),
-        Mutant("blank", "a blank reply", none, BLANK),
+        mutant("no-call", "no call, an answer", none),
+        mutant("refusal", "an explicit refusal", none, REFUSAL),
+        mutant("blank", "a blank reply", none, BLANK),
     ]
     for number, (turn, index) in enumerate(flat, 1):
         call = right.calls[turn][index]
@@ -249,28 +256,28 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
     if flat and not task.turns:
         first = right.calls[0][0]
         written = f"<tool_call>{json.dumps({'name': first.name, 'arguments': first.args})}</tool_call>"
-        made.append(Mutant("call-as-text", f"{first.name} written as text", none, written))
+        made.append(mutant("call-as-text", f"{first.name} written as text", none, written))
     if flat:
         turn, index = flat[-1]
         last = right.calls[turn][index]
         tripled = [list(calls) for calls in right.calls]
         tripled[turn][index + 1 : index + 1] = [last, last]
-        made.append(Mutant("repeat", f"{last.name} called three times in a row", tripled))
+        made.append(mutant("repeat", f"{last.name} called three times in a row", tripled))
         for name in expect.forbidden_tools:
             extra = [list(calls) for calls in right.calls]
             extra[turn].append(sample_call(tools[name], last.turn))
-            made.append(Mutant("forbidden-call", f"also calls {name}", extra))
+            made.append(mutant("forbidden-call", f"also calls {name}", extra))
     for number, own in enumerate(task.turn_expects, 1):
         if isinstance(own, ExpectNoCall):
             names = task.offered[number - 1] if task.offered else tuple(tools)
             stray = [list(calls) for calls in right.calls]
             stray[number - 1].append(sample_call(tools[names[0]], number))
-            made.append(Mutant("turn-call", f"calls {names[0]} in turn {number}, which expects no call", stray))
+            made.append(mutant("turn-call", f"calls {names[0]} in turn {number}, which expects no call", stray))
     if len(flat) > 1:
         for number, (turn, index) in enumerate(flat, 1):
             dropped_step = [list(calls) for calls in right.calls]
             del dropped_step[turn][index]
-            made.append(Mutant("drop-step", f"call {number} ({right.calls[turn][index].name}) left out", dropped_step))
+            made.append(mutant("drop-step", f"call {number} ({right.calls[turn][index].name}) left out", dropped_step))
     ordered = getattr(expect, "order", "any-order") != "any-order" and task.state is None
     for turn, calls in enumerate(right.calls):
         for index in range(len(calls) - 1) if ordered else ():
@@ -278,7 +285,7 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
                 swapped = [list(c) for c in right.calls]
                 swapped[turn][index], swapped[turn][index + 1] = calls[index + 1], calls[index]
                 label = f"{calls[index].name} and {calls[index + 1].name} swapped"
-                made.append(Mutant("swap-steps", label, swapped))
+                made.append(mutant("swap-steps", label, swapped))
     return made
 
 
@@ -289,7 +296,7 @@ def _step_of(steps: Sequence[ExpectTool], call: ToolCall) -> ExpectTool | None:
 def _swap(right: Mutant, turn: int, index: int, call: ToolCall, kind: str, label: str) -> Mutant:
     calls = [list(c) for c in right.calls]
     calls[turn][index] = call
-    return Mutant(kind, label, calls)
+    return mutant(kind, label, calls)
 
 
 def play(task: Task, mutant: Mutant, hidden: Secrets, tools: Collection[str] = ()) -> str:
