@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from harness.records import record
+from harness.schema import json_equal
 from harness.text import clip, count
 
 VALUE_EXAMPLES = 3  # values changed shown per tool; the count says how many there were
@@ -195,10 +196,7 @@ def drift_markdown(found: Drift, escape: Any) -> list[str]:
             "|---|---:|---:|---:|---|---|---|",
         ]
         for tool in found.tools:
-            values = "; ".join(f"{c.task}: {c.key} {c.then} → {c.now}" for c in tool.values)
-            more = (
-                f" (+{tool.values_changed - len(tool.values)} more)" if tool.values_changed > len(tool.values) else ""
-            )
+            values, more = _values_shown(tool)
             lines.append(
                 f"| {escape(tool.tool)} | {tool.calls[0]} → {tool.calls[1]} "
                 f"| {_mean(tool.per_run[0])} → {_mean(tool.per_run[1])} "
@@ -226,10 +224,7 @@ def drift_html(found: Drift, escape: Any) -> Iterator[str]:
             "<th>keys dropped</th><th>values changed</th></tr></thead><tbody>"
         )
         for tool in found.tools:
-            values = "; ".join(f"{c.task}: {c.key} {c.then} → {c.now}" for c in tool.values)
-            more = (
-                f" (+{tool.values_changed - len(tool.values)} more)" if tool.values_changed > len(tool.values) else ""
-            )
+            values, more = _values_shown(tool)
             yield (
                 f'<tr><td>{escape(tool.tool)}</td><td class="n">{tool.calls[0]} → {tool.calls[1]}</td>'
                 f'<td class="n">{_mean(tool.per_run[0])} → {_mean(tool.per_run[1])}</td>'
@@ -241,9 +236,17 @@ def drift_html(found: Drift, escape: Any) -> Iterator[str]:
     if found.switches:
         yield '<p>Chosen tool changed:</p><ul class="changes">'
         yield "".join(
-            f"<li><b>{escape(s.task)}</b> {escape(_tool(s.then))} → {escape(_tool(s.now))}</li>" for s in found.switches
+            f"<li><b>{escape(switch.task)}</b> {escape(_tool(switch.then))} → {escape(_tool(switch.now))}</li>"
+            for switch in found.switches
         )
         yield "</ul>"
+
+
+def _values_shown(tool: ToolDrift) -> tuple[str, str]:
+    """The values changed shown in a report's cell, and how many more there were, said: ("", "") for none."""
+    values = "; ".join(f"{c.task}: {c.key} {c.then} → {c.now}" for c in tool.values)
+    hidden = tool.values_changed - len(tool.values)
+    return values, f" (+{hidden} more)" if hidden > 0 else ""
 
 
 def _has_calls(entry: Mapping[str, Any]) -> bool:
@@ -272,7 +275,7 @@ def _value_changes(
         if was is None:
             continue
         for key in sorted(set(call["args"]) & set(was["args"])):
-            if call["args"][key] != was["args"][key]:
+            if not json_equal(call["args"][key], was["args"][key]):  # JSON's equality: true is not 1, as == has it
                 yield tool, ValueChange(task, key, _value(was["args"][key]), _value(call["args"][key]))
 
 
