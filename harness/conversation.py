@@ -138,12 +138,12 @@ def converse(
     conversation_id = unguessable_id()[:16] if task.turns else ""
     trial_id = unguessable_id()
     repeats = (task.budget or NO_BUDGET).max_repeats
-    # The tool results to play back, for a backend that asks again with them: a trial that never does makes none.
-    player = ToolPlayer(task.tool_results, world) if backend.PLAYS_TOOLS and task.is_conversation else None
     if served is not None:
         from harness import observed  # only a trial whose tools are served
-
-        player = ToolPlayer(task.tool_results, world)
+    # The tool results to play back, to a backend that asks again with them or through the tool server: a trial that
+    # does neither makes none.
+    plays = served is not None or (backend.PLAYS_TOOLS and task.is_conversation)
+    player = ToolPlayer(task.tool_results, world) if plays else None
     turns: list[Turn] = []  # the conversation so far, as the agent is sent it: without the states taken
     ends: dict[int, EndState] = {}  # by turn: the world's state when it ended, for the turns that check it
     for index, user in enumerate((task.prompt, *task.turns)):
