@@ -44,6 +44,14 @@ TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "refusal": ({"tool": "search"}, None),
     "blank": ({"tool": "search"}, None),
     "call-as-text": ({"tool": "search"}, None),
+    "turn-refusal": (
+        {
+            "turns": [{"prompt": "And?", "expect": {"tool": "delete"}}],
+            "firstTurn": {"tool": "search"},
+            "tool": "delete",
+        },
+        None,
+    ),
     "repeat": ({"tool": "search", "budget": {"maxToolCalls": 1}}, {"tool": "search"}),
     "forbidden-call": ({"tool": "search", "forbiddenTools": ["delete"]}, None),
     "drop-step": ({"trajectory": ["search", "delete"]}, None),
@@ -54,6 +62,15 @@ TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     ),
     "call-tool": ({"noCall": True}, None),
     "forbidden-text": ({"refusal": True, "forbiddenText": ["s3cret"]}, None),
+}
+# A task whose second turn expects a call of its own, and whose third expects an answer.
+TURNS = {
+    "turns": [
+        {"prompt": "And?", "expect": {"trajectory": ["delete", "search"]}},
+        {"prompt": "Thanks.", "expect": {"noCall": True}},
+    ],
+    "firstTurn": {"tool": "search"},
+    "tool": "search",
 }
 # Per kind: a task for which it is not made, as it would be equivalent or there is nothing to make it of.
 NOT_MADE: dict[str, dict[str, Any]] = {
@@ -95,13 +112,44 @@ class AuditTest(TempDirTestCase):
                     spared = self.rows(sparing, kind)
                     self.assertTrue(spared and not any(row["killed"] for row in spared), spared)
 
+    def test_a_turns_own_expectation_is_broken_in_that_turn_alone(self) -> None:
+        task_file = load_task_file(self.task_file(TURNS), {})
+        tools = {tool.name: tool for tool in task_file.tools}
+        right, steps = correct(task_file.tasks[0], tools)
+        made = {m.label: m for m in mutants(task_file.tasks[0], tools, right, steps)}
+        for label, turn in (
+            ("refuses in turn 2, which expects a call", 2),
+            ("refuses in turn 3, which expects an answer", 3),
+            ("delete written as text in turn 2", 2),
+            ("delete and search swapped in turn 2", 2),
+            ("calls search in turn 3, which expects no call", 3),
+        ):
+            with self.subTest(label):
+                self.assertIn(label, made)
+                others = [n for n in range(3) if n != turn - 1]
+                self.assertEqual([made[label].calls[n] for n in others], [right.calls[n] for n in others])
+                self.assertEqual([made[label].endings[n] for n in others], [right.endings[n] for n in others])
+        verdicts = {row["mutant"]: row["verdict"] for row in self.rows(TURNS, "turn-refusal")}
+        self.assertEqual(
+            verdicts,
+            {
+                "refuses in turn 1, which expects a call": "tool:no-call",
+                "refuses in turn 2, which expects a call": "tool:no-call",
+                "refuses in turn 3, which expects an answer": "reply:refused",
+            },
+        )
+        (as_text,) = [row for row in self.rows(TURNS, "call-as-text") if "in turn 2" in row["mutant"]]
+        self.assertEqual(as_text["verdict"], "reply:tool-call-in-text")
+        (swapped,) = self.rows(TURNS, "swap-steps")  # the turn's own trajectory is in order; the task's is one call
+        self.assertEqual(swapped["verdict"], "trajectory:step")
+
     def test_a_mutant_equivalent_by_construction_is_not_made(self) -> None:
         for kind, expect in NOT_MADE.items():
             with self.subTest(kind):
                 self.assertEqual(self.rows(expect, kind), [])
 
     def test_no_mutant_is_the_behaviour_the_tasks_own_expectation_accepts(self) -> None:
-        for path in (SHIPPED_TASKS, WORLDS_TASKS, self.task_file(*(k for k, _ in TABLE.values()))):
+        for path in (SHIPPED_TASKS, WORLDS_TASKS, self.task_file(*(k for k, _ in TABLE.values()), TURNS)):
             task_file = load_task_file(path, {"EVAL_CANARY": "canary-value"})
             tools = {tool.name: tool for tool in task_file.tools}
             for task in task_file.tasks:
@@ -169,6 +217,23 @@ class AuditTest(TempDirTestCase):
             matrix["tasks"][0]["mutants"],
         )
         self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "50")[2], 0)
+
+    def test_a_task_that_accepts_every_reply_is_listed_as_killing_nothing(self) -> None:
+        path = self.task_file({"tool": "search"}, {"refusal": True})
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        data["tasks"][1]["tools"] = []  # a refusal with no tool to call and no text forbidden: every answer passes
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        out = os.path.join(self.tmp, "matrix.json")
+        stdout, stderr, code = run_cli("audit", "--tasks", path, "--json", out)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn("t1: kills nothing", stdout.splitlines())
+        self.assertNotIn("t0: kills nothing", stdout)
+        with open(out, encoding="utf-8") as f:
+            matrix = json.load(f)
+        self.assertEqual(matrix["killingNothing"], ["t1"])
+        self.assertEqual(matrix["tasks"][1], {"task": "t1", "audited": True, "mutants": []})
 
     def test_bad_input_is_one_line_and_exit_2(self) -> None:
         for args, said in (

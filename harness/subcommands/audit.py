@@ -14,9 +14,11 @@ from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
     AgentRequest,
     ConfigError,
+    Expect,
     ExpectNoCall,
     ExpectRefusal,
     ExpectTool,
+    ExpectTrajectory,
     Reply,
     Task,
     Tool,
@@ -40,6 +42,7 @@ KINDS = (
     "refusal",
     "blank",
     "call-as-text",
+    "turn-refusal",
     "repeat",
     "forbidden-call",
     "drop-step",
@@ -57,17 +60,18 @@ class Mutant:
     kind: str
     label: str
     calls: tuple[tuple[ToolCall, ...], ...]
-    ending: str = ANSWER
+    endings: tuple[str, ...]  # one a turn
 
-    def behaviour(self) -> tuple[tuple[tuple[tuple[str, str], ...], ...], str]:
-        """What it does, comparable: each turn's calls (name and arguments as JSON), and its ending."""
+    def behaviour(self) -> tuple[tuple[tuple[tuple[str, str], ...], ...], tuple[str, ...]]:
+        """What it does, comparable: each turn's calls (name and arguments as JSON), and its endings."""
         calls = tuple(tuple((call.name, json.dumps(call.args, sort_keys=True)) for call in turn) for turn in self.calls)
-        return calls, self.ending
+        return calls, self.endings
 
 
-def mutant(kind: str, label: str, calls: Sequence[Sequence[ToolCall]], ending: str = ANSWER) -> Mutant:
-    """A mutant of the calls each turn makes, as lists or tuples."""
-    return Mutant(kind, label, tuple(tuple(turn) for turn in calls), ending)
+def mutant(kind: str, label: str, calls: Sequence[Sequence[ToolCall]], ending: str | Sequence[str] = ANSWER) -> Mutant:
+    """A mutant of the calls each turn makes, as lists or tuples, ending each turn alike or each its own way."""
+    endings = (ending,) * len(calls) if isinstance(ending, str) else tuple(ending)
+    return Mutant(kind, label, tuple(tuple(turn) for turn in calls), endings)
 
 
 class MutantAgent:
@@ -83,10 +87,11 @@ class MutantAgent:
         """The mutant's next step in this turn."""
         turn = len(request.history)
         calls = self.mutant.calls[turn] if turn < len(self.mutant.calls) else ()
+        ending = _ending(self.mutant.endings[turn] if turn < len(self.mutant.endings) else ANSWER)
         if not self.conversation:
-            return Reply(calls, **_ending(self.mutant.ending)) if calls else Reply(**_ending(self.mutant.ending))
+            return Reply(calls, **ending) if calls else Reply(**ending)
         step = len(request.steps)
-        return Reply((calls[step],)) if step < len(calls) else Reply(**_ending(self.mutant.ending))
+        return Reply((calls[step],)) if step < len(calls) else Reply(**ending)
 
     def describe(self) -> dict[str, Any]:
         """No settings."""
@@ -215,8 +220,8 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         if isinstance(expect, ExpectNoCall):
             made.append(mutant("refusal", "an explicit refusal", none, REFUSAL))
-        for tool in tools.values():
-            made.append(mutant("call-tool", f"calls {tool.name}", [(sample_call(tool, 1),), *none[1:]]))
+        for name in task.offered[0] if task.offered else tools:  # a tool it was not given, it cannot call
+            made.append(mutant("call-tool", f"calls {name}", [(sample_call(tools[name], 1),), *none[1:]]))
         for text in expect.forbidden_text:
             made.append(mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
         return made
@@ -253,10 +258,16 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
                 changed = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
                 label = f"{call.name} {key}={json.dumps(value)}{where}"
                 made.append(_swap(right, turn, index, changed, "wrong-value", label))
-    if flat and not task.turns:
-        first = right.calls[0][0]
-        written = f"<tool_call>{json.dumps({'name': first.name, 'arguments': first.args})}</tool_call>"
-        made.append(mutant("call-as-text", f"{first.name} written as text", none, written))
+    for turn, calls in enumerate(right.calls):
+        if calls:
+            written = f"<tool_call>{json.dumps({'name': calls[0].name, 'arguments': calls[0].args})}</tool_call>"
+            where = f" in turn {turn + 1}" if task.turns else ""
+            made.append(_turn_ending(right, turn, written, "call-as-text", f"{calls[0].name} written as text{where}"))
+    for turn, calls in enumerate(right.calls if task.turns else ()):
+        own = task.turn_expects[turn] if task.turn_expects else None
+        if calls or isinstance(own, ExpectNoCall):
+            label = f"refuses in turn {turn + 1}, which expects {'a call' if calls else 'an answer'}"
+            made.append(_turn_ending(right, turn, REFUSAL, "turn-refusal", label))
     if flat:
         turn, index = flat[-1]
         last = right.calls[turn][index]
@@ -278,15 +289,31 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
             dropped_step = [list(calls) for calls in right.calls]
             del dropped_step[turn][index]
             made.append(mutant("drop-step", f"call {number} ({right.calls[turn][index].name}) left out", dropped_step))
-    ordered = getattr(expect, "order", "any-order") != "any-order" and task.state is None
     for turn, calls in enumerate(right.calls):
+        own = task.turn_expects[turn] if task.turn_expects else None
+        ordered = task.state is None and any(_ordered(e) for e in (expect, own))
         for index in range(len(calls) - 1) if ordered else ():
             if calls[index].name != calls[index + 1].name:
                 swapped = [list(c) for c in right.calls]
                 swapped[turn][index], swapped[turn][index + 1] = calls[index + 1], calls[index]
-                label = f"{calls[index].name} and {calls[index + 1].name} swapped"
-                made.append(mutant("swap-steps", label, swapped))
+                where = f" in turn {turn + 1}" if task.turns else ""
+                label = f"{calls[index].name} and {calls[index + 1].name} swapped{where}"
+                made.append(mutant("swap-steps", label, swapped, right.endings))
     return made
+
+
+def _ordered(expect: Expect | None) -> bool:
+    """Whether the expectation checks the order of its calls."""
+    return isinstance(expect, ExpectTrajectory) and expect.order != "any-order"
+
+
+def _turn_ending(right: Mutant, turn: int, ending: str, kind: str, label: str) -> Mutant:
+    """The accepted behaviour, but in one turn no call and this ending."""
+    calls = [list(c) for c in right.calls]
+    calls[turn] = []
+    endings = list(right.endings)
+    endings[turn] = ending
+    return mutant(kind, label, calls, endings)
 
 
 def _step_of(steps: Sequence[ExpectTool], call: ToolCall) -> ExpectTool | None:
@@ -352,7 +379,7 @@ def main(argv: Sequence[str]) -> int:
         if of:
             killed = sum(row["killed"] for row in of)
             say(f"  {kind:<15} {killed}/{len(of)} ({100 * killed // len(of)}%)")
-    idle = [e["task"] for e in matrix if e["audited"] and e["mutants"] and not any(r["killed"] for r in e["mutants"])]
+    idle = [e["task"] for e in matrix if e["audited"] and not any(r["killed"] for r in e["mutants"])]
     for task_id in idle:
         say(f"{task_id}: kills nothing")
     killed = sum(row["killed"] for row in rows)
@@ -364,7 +391,7 @@ def main(argv: Sequence[str]) -> int:
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({"taskFile": path, "killRate": rate, "tasks": matrix}, out, indent=2)
+            json.dump({"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}, out, indent=2)
             out.write("\n")
     return 1 if minimum is not None and rate < minimum else 0
 
