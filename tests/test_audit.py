@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 from harness.leaks import NO_SECRETS
-from harness.subcommands.audit import audit, correct, mutants, play
+from harness.subcommands.audit import audit, correct, derive, mutants
 from harness.taskfile import load_task_file
 from tests.support import ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
 
@@ -154,10 +155,11 @@ class AuditTest(TempDirTestCase):
             tools = {tool.name: tool for tool in task_file.tools}
             for task in task_file.tasks:
                 with self.subTest(path=path, task=task.id):
-                    right, steps = correct(task, tools)
-                    if play(task, right, NO_SECRETS) != "pass":
-                        continue  # not audited, and said so
-                    made = mutants(task, tools, right, steps)
+                    derived = derive(task, tools, NO_SECRETS)
+                    if isinstance(derived, str):
+                        self.fail(derived)
+                    right, steps, valued = derived
+                    made = mutants(task, tools, right, steps, valued)
                     self.assertTrue(made)
                     for mutant in made:
                         self.assertNotEqual(mutant.behaviour(), right.behaviour(), mutant.label)
@@ -187,22 +189,55 @@ class AuditTest(TempDirTestCase):
         self.assertIn("asset-tag-from-search: survived empty-arg: imageman.asset.tag assetIds=[] (call 2)", stdout)
 
     def test_the_worlds_example_is_audited_by_playing_its_environment(self) -> None:
-        stdout, stderr, code = run_cli(
-            "audit", "--tasks", os.path.join("examples", "worlds", "eval-tasks.json"), cwd=ROOT
-        )
+        out = os.path.join(self.tmp, "matrix.json")
+        stdout, stderr, code = run_cli("audit", "--tasks", WORLDS_TASKS, "--json", out)
         self.assertEqual((stderr, code), ("", 0))
-        self.assertIn(
-            "share-with-ana: not audited: its expected behaviour, derived, does not pass: state:mismatch", stdout
+        self.assertIn("3 tasks audited of 3", stdout)
+        with open(out, encoding="utf-8") as f:
+            (share,) = [entry for entry in json.load(f)["tasks"] if entry["task"] == "share-with-ana"]
+        verdicts = {row["mutant"]: row["verdict"] for row in share["mutants"]}
+        self.assertEqual(verdicts["call 2 (fs.share) left out"], "trajectory:step")  # its last call dropped
+        self.assertEqual(verdicts["contacts.find and fs.share swapped"], "trajectory:step")
+        self.assertEqual(verdicts['fs.share email="zzana@example.comqq" (call 2)'], "state:mismatch")
+
+    def test_a_state_task_is_audited_with_values_from_the_state_it_checks_or_says_why_not(self) -> None:
+        with open(WORLDS_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        (share,) = [task for task in data["tasks"] if task["id"] == "share-with-ana"]
+        data["tasks"] = [share, {**share, "id": "share-with-two"}]
+        data["tasks"][1]["expect"] = {**share["expect"], "state": {"match": {"shared": {"notes.txt": ["a@x", "b@x"]}}}}
+        path = os.path.join(self.tmp, "eval-tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        shutil.copy(os.path.join(os.path.dirname(WORLDS_TASKS), "files.py"), self.tmp)
+        task_file = load_task_file(path, {})
+        tools = {tool.name: tool for tool in task_file.tools}
+        entry = audit(task_file.tasks[0], tools, NO_SECRETS)
+        self.assertTrue(entry["audited"], entry)
+        self.assertEqual(
+            entry["accepted"],
+            'contacts.find({"name": "Ana"}), fs.share({"email": "ana@example.com", "path": "notes.txt"})',
         )
-        self.assertIn("2 tasks audited of 3", stdout)
+        self.assertEqual(
+            audit(task_file.tasks[1], tools, NO_SECRETS),
+            {
+                "task": "share-with-two",
+                "audited": False,
+                "why": "its expected behaviour, derived, does not pass: state:mismatch, nor with the values its "
+                "scripted cases and the state it checks give (16 tried)",
+            },
+        )
 
     def test_the_docs_show_what_the_audit_prints(self) -> None:
         with open(os.path.join(ROOT, "docs", "tasks.md"), encoding="utf-8") as f:
             page = f.read()
-        shown = page.split("```\n$ python3 eval_agent.py audit", 1)[1].split("```", 1)[0]
-        command, printed = shown.split("\n", 1)
-        stdout, stderr, code = run_cli("audit", *command.split(), cwd=ROOT)
-        self.assertEqual((stderr, code, stdout), ("", 0, printed))
+        shown = [block.split("```", 1)[0] for block in page.split("```\n$ python3 eval_agent.py audit")[1:]]
+        self.assertEqual(len(shown), 2)  # the canonical tasks, and the worlds example's
+        for block in shown:
+            command, printed = block.split("\n", 1)
+            with self.subTest(command):
+                stdout, stderr, code = run_cli("audit", *command.split(), cwd=ROOT)
+                self.assertEqual((stderr, code, stdout), ("", 0, printed))
 
     def test_json_writes_the_matrix_and_min_kill_gates_the_suite(self) -> None:
         path = self.task_file({"tool": "search"}, {"noCall": True})
@@ -233,7 +268,7 @@ class AuditTest(TempDirTestCase):
         with open(out, encoding="utf-8") as f:
             matrix = json.load(f)
         self.assertEqual(matrix["killingNothing"], ["t1"])
-        self.assertEqual(matrix["tasks"][1], {"task": "t1", "audited": True, "mutants": []})
+        self.assertEqual(matrix["tasks"][1], {"task": "t1", "audited": True, "accepted": "a refusal", "mutants": []})
 
     def test_bad_input_is_one_line_and_exit_2(self) -> None:
         for args, said in (

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice, product
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
@@ -32,6 +34,7 @@ from harness.taskfile import load_task_file
 from harness.text import count
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
+MAX_GUESSES = 16  # the most combinations of values from the task tried for a behaviour it accepts
 # The kinds, in the order they are reported.
 KINDS = (
     "no-call",
@@ -211,8 +214,15 @@ def wrong_value(value: Any, accepted: Sequence[Any]) -> Any:
     return None
 
 
-def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[list[ExpectTool | None]]) -> list[Mutant]:
-    """The bad behaviours the task's expectation should catch."""
+def mutants(
+    task: Task,
+    tools: Mapping[str, Tool],
+    right: Mutant,
+    steps: list[list[ExpectTool | None]],
+    valued: Collection[tuple[int, int, str]] = (),
+) -> list[Mutant]:
+    """The bad behaviours the task's expectation should catch (valued: the arguments (turn, call, key) whose accepted
+    value was taken from a state the task checks, each then given a wrong one)."""
     turns = len(right.calls)
     none: list[tuple[ToolCall, ...]] = [()] * turns
     made: list[Mutant] = []
@@ -252,8 +262,10 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
                 emptied = ToolCall(call.name, {**call.args, key: type(value)()}, turn=call.turn)
                 label = f"{call.name} {key}={json.dumps(type(value)())}{where}"
                 made.append(_swap(right, turn, index, emptied, "empty-arg", label))
-        for key, match in step.arg_values.items():
-            value = wrong_value(call.args[key], match.values)
+        wanted = [(key, match.values) for key, match in step.arg_values.items()]
+        wanted += [(key, (value,)) for key, value in call.args.items() if (turn, index, key) in valued]
+        for key, values in wanted:
+            value = wrong_value(call.args[key], values)
             if value is not None:
                 changed = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
                 label = f"{call.name} {key}={json.dumps(value)}{where}"
@@ -289,9 +301,10 @@ def mutants(task: Task, tools: Mapping[str, Tool], right: Mutant, steps: list[li
             dropped_step = [list(calls) for calls in right.calls]
             del dropped_step[turn][index]
             made.append(mutant("drop-step", f"call {number} ({right.calls[turn][index].name}) left out", dropped_step))
+    by_state = task.state is not None and task.state.reference is not None  # calls judged by where they end, any order
     for turn, calls in enumerate(right.calls):
         own = task.turn_expects[turn] if task.turn_expects else None
-        ordered = task.state is None and any(_ordered(e) for e in (expect, own))
+        ordered = not by_state and any(_ordered(e) for e in (expect, own))
         for index in range(len(calls) - 1) if ordered else ():
             if calls[index].name != calls[index + 1].name:
                 swapped = [list(c) for c in right.calls]
@@ -333,17 +346,101 @@ def play(task: Task, mutant: Mutant, hidden: Secrets, tools: Collection[str] = (
     return "pass" if result.outcome.status == "pass" else result.outcome.code or result.outcome.status
 
 
-def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, Any]:
-    """One task's row of the matrix: each mutant, and whether its expectation killed it; or why it was not audited."""
+def plays(task: Task, made: Sequence[Mutant], hidden: Secrets, tools: Collection[str]) -> list[str]:
+    """Each mutant's verdict, in order; an environment's trials side by side, as each waits on its worker process."""
+    if task.environment is None or len(made) < 2:
+        return [play(task, m, hidden, tools) for m in made]
+    with ThreadPoolExecutor(max_workers=min(len(made), 2 * (os.cpu_count() or 1))) as pool:
+        return list(pool.map(lambda m: play(task, m, hidden, tools), made))
+
+
+def guesses(
+    task: Task, right: Mutant, steps: list[list[ExpectTool | None]]
+) -> tuple[list[Mutant], list[tuple[int, int, str]]]:
+    """The accepted behaviour with each string argument the task gives no value for taken from what the task says
+    elsewhere: the values its scripted cases accept for that argument of the tool, else each string of the states it
+    checks with `match` (their keys and values); every combination, up to MAX_GUESSES, none when it says nothing.
+    With them, the arguments (turn, call, key) valued from a state: only that state checks them."""
+    states = (task.state, *task.turn_states)
+    matches = [state.match for state in states if state is not None and state.reference is None]
+    said = list(dict.fromkeys(text for match in matches for text in _strings(match)))
+    slots: list[tuple[int, int, str, list[str]]] = []
+    valued: list[tuple[int, int, str]] = []
+    for turn, made_in_turn in enumerate(right.calls):
+        for index, call in enumerate(made_in_turn):
+            step = steps[turn][index]
+            script = task.tool_results.get(call.name)
+            for key, value in call.args.items():
+                if not isinstance(value, str) or (step is not None and key in step.arg_values):
+                    continue
+                cases = [case.when.arg_values.get(key) for case in (script.cases if script else ())]
+                cased = [value for match in cases if match for value in match.values if isinstance(value, str)]
+                if cased or said:
+                    slots.append((turn, index, key, list(dict.fromkeys(cased)) or said))
+                    valued += [] if cased else [(turn, index, key)]
+    made: list[Mutant] = []
+    for values in islice(product(*(candidates for *_, candidates in slots)), MAX_GUESSES) if slots else ():
+        calls = [list(c) for c in right.calls]
+        for (turn, index, key, _), value in zip(slots, values, strict=True):
+            call = calls[turn][index]
+            calls[turn][index] = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
+        made.append(mutant("correct", "the expected calls, valued from the task", calls, right.endings))
+    return made, valued
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON value, its objects' keys too, in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in (key, *_strings(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def accepted(right: Mutant) -> str:
+    """The accepted behaviour in a line: each call with its arguments, else the answer or refusal, turn by turn."""
+    said = [
+        ", ".join(f"{call.name}({json.dumps(call.args, sort_keys=True)})" for call in calls)
+        or ("a refusal" if ending == REFUSAL else "an answer")
+        for calls, ending in zip(right.calls, right.endings, strict=True)
+    ]
+    return said[0] if len(said) == 1 else "; ".join(f"turn {number}: {text}" for number, text in enumerate(said, 1))
+
+
+def derive(
+    task: Task, tools: Mapping[str, Tool], hidden: Secrets
+) -> tuple[Mutant, list[list[ExpectTool | None]], list[tuple[int, int, str]]] | str:
+    """A behaviour the task accepts, played to a pass (correct's, else the first of its guesses that passes), with the
+    step each call answers and the arguments valued from a state; or why none was found."""
     right, steps = correct(task, tools)
     verdict = play(task, right, hidden, tools)
-    if verdict != "pass":
-        return {"task": task.id, "audited": False, "why": f"its expected behaviour, derived, does not pass: {verdict}"}
+    if verdict == "pass":
+        return right, steps, []
+    tried, valued = guesses(task, right, steps)
+    passing = next((guess for guess in tried if play(task, guess, hidden, tools) == "pass"), None)
+    if passing is not None:
+        return passing, steps, valued
+    why = f"its expected behaviour, derived, does not pass: {verdict}"
+    if tried:
+        why += f", nor with the values its scripted cases and the state it checks give ({len(tried)} tried)"
+    return why
+
+
+def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, Any]:
+    """One task's row of the matrix: the behaviour taken as accepted, each mutant and whether its expectation killed
+    it; or why it was not audited."""
+    derived = derive(task, tools, hidden)
+    if isinstance(derived, str):
+        return {"task": task.id, "audited": False, "why": derived}
+    right, steps, valued = derived
+    made = mutants(task, tools, right, steps, valued)
     rows = [
-        {"kind": m.kind, "mutant": m.label, "verdict": (v := play(task, m, hidden, tools)), "killed": v != "pass"}
-        for m in mutants(task, tools, right, steps)
+        {"kind": m.kind, "mutant": m.label, "verdict": verdict, "killed": verdict != "pass"}
+        for m, verdict in zip(made, plays(task, made, hidden, tools), strict=True)
     ]
-    return {"task": task.id, "audited": True, "mutants": rows}
+    return {"task": task.id, "audited": True, "accepted": accepted(right), "mutants": rows}
 
 
 def main(argv: Sequence[str]) -> int:
