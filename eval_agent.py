@@ -50,7 +50,7 @@ from harness.selection import select_tasks, shard_of
 from harness.settings import refuse_unknown
 from harness.stages import STOP_SIGNALS, Run, judge, report, send, write
 from harness.taskfile import load_task_file
-from harness.text import internal_error, provider_name
+from harness.text import internal_error, provider_name, utc_today
 from harness.verdict import EXIT_CONFIG, EXIT_GATE_MET, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -179,6 +179,12 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
     tasks = shard_of(selected, *config.shard) if config.shard else selected
+    today = utc_today()  # once: a run that goes past midnight holds each task's quarantine as it started
+    if any(task.quarantine for task in tasks):
+        from harness.taskfile.quarantine import quarantine_warnings
+
+        for warning in quarantine_warnings(tasks, today):
+            complain(f"eval_agent: warning: {warning}")
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
     # Every secret the run can know, whichever backend runs: what the environment holds, what the tasks expanded.
     known = Secrets(
@@ -257,6 +263,7 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         baseline=baseline,
         compared_with=compared_with,
         plan=plan,
+        today=today,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.costs import OVERALL_FIGURES, TASK_FIGURES, CostComparison, TaskCost, compare_costs, cost_of, growths
 from harness.drift import Drift, drift, drift_document, drift_lines
-from harness.records import Figure, Growth, change_percent, record
+from harness.records import Figure, Growth, change_percent, record, replace
 from harness.results import as_float, growth_document, rounded_percent
 from harness.text import count, growth_text, millis, percent
 
@@ -53,6 +53,7 @@ class TaskChange:
     detail: str
     p_value: float | None = None
     failure_changed: bool = False
+    quarantined: bool = False  # the candidate held it out of the gate: shown, and its regression fails nothing
 
 
 @record
@@ -72,7 +73,13 @@ class Comparison:
 
     @property
     def regressed(self) -> list[str]:
-        return [task.id for task in self.tasks if task.change == "regressed"]
+        """The tasks that regressed and count for the gate."""
+        return [task.id for task in self.tasks if task.change == "regressed" and not task.quarantined]
+
+    @property
+    def quarantined_regressed(self) -> list[str]:
+        """The tasks that regressed under quarantine: shown, never failing the gate."""
+        return [task.id for task in self.tasks if task.change == "regressed" and task.quarantined]
 
 
 def fisher_exact(a: int, b: int, c: int, d: int) -> float:
@@ -203,6 +210,9 @@ def compare(
         classify(before.get(task_id), after.get(task_id), not_run.get(task_id), not_selected.get(task_id))
         for task_id in ids
     ]
+    held = {task_id for task_id, entry in after.items() if "quarantine" in entry and entry["quarantine"]["active"]}
+    if held:  # as the candidate held them, on the day it ran
+        tasks = [replace(task, quarantined=True) if task.id in held else task for task in tasks]
     tasks.sort(key=lambda task: ORDER.index(task.change))
     then = _counts(entry for entry in baseline["results"] if entry["id"] not in not_selected)
     now = _counts(entry for entry in candidate["results"] if entry["id"] not in not_selected)
@@ -211,7 +221,7 @@ def compare(
     (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
     overall_p, overall_regressed = None, False
     if baseline["runs"] > 1 and candidate["runs"] > 1:
-        alike = {task.id for task in tasks if task.change in ALIKE}
+        alike = {task.id for task in tasks if task.change in ALIKE and not task.quarantined}
         (b, nb), (a, na) = (
             _overall(_counts(e for e in entries if e["id"] in alike)) for entries in (before.values(), after.values())
         )
@@ -241,8 +251,8 @@ def _costs(
     tasks: Iterable[TaskChange], before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]
 ) -> Iterator[tuple[str, TaskCost, TaskCost]]:
     """Each task measured alike on both sides whose cost both sides recorded, with its cost then and now, in the
-    candidate's order."""
-    alike = {task.id for task in tasks if task.change in ALIKE}
+    candidate's order; a quarantined task's cost is not the gate's, so neither is its growth."""
+    alike = {task.id for task in tasks if task.change in ALIKE and not task.quarantined}
     for task_id, entry in after.items():
         if task_id in alike:
             then, now = cost_of(before[task_id]), cost_of(entry)
@@ -259,7 +269,8 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     changed = [task for task in comparison.tasks if task.change not in ("still passing", "not selected")]
     width = max((len(task.id) for task in changed), default=0)
     for task in changed:
-        lines.append(f"{task.change.upper():<18} {task.id:<{width}}  {task.detail}")
+        held = " (quarantined: not gated)" if task.quarantined else ""
+        lines.append(f"{task.change.upper():<18} {task.id:<{width}}  {task.detail}{held}")
     # Counted, not listed: a selection of 5 tasks of 50,000 would otherwise print 49,995 lines.
     for change in ("not selected", "still passing"):
         if counts[change]:
@@ -271,11 +282,12 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     then, now = comparison.overall
     significance = ""
     if comparison.overall_p is not None:
-        alike = sum(task.change in ALIKE for task in comparison.tasks)
+        alike = sum(task.change in ALIKE and not task.quarantined for task in comparison.tasks)
+        aside = ", quarantined tasks aside" if any(task.quarantined for task in comparison.tasks) else ""
         basis = (
             ""
             if alike == len(comparison.tasks)
-            else f" over the {count(alike, 'task')} in both with the same definition"
+            else f" over the {count(alike, 'task')} in both with the same definition{aside}"
         )
         significance = f" (p={comparison.overall_p:.2g}{basis})"
     lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
@@ -374,6 +386,7 @@ def comparison_document(
         "candidate": {"path": candidate_path, "runId": candidate["runId"], "fingerprint": candidate["fingerprint"]},
         "settingsChanged": [{"setting": label, "then": then, "now": now} for label, then, now in comparison.settings],
         "regressed": comparison.regressed,
+        "quarantinedRegressed": comparison.quarantined_regressed,
         "overall": {
             "then": _number(comparison.overall[0]),
             "now": _number(comparison.overall[1]),
@@ -398,6 +411,7 @@ def comparison_document(
                 "detail": t.detail,
                 "pValue": t.p_value,
                 "failureChanged": t.failure_changed,
+                "quarantined": t.quarantined,
             }
             for t in comparison.tasks
         ],

@@ -443,6 +443,19 @@ class EndState:
 
 
 @record
+class Quarantine:
+    """A task taken out of the gate until a date: it runs and is reported, and counts again from that day (UTC)."""
+
+    until: str  # an ISO date, YYYY-MM-DD: the first day it counts again
+    reason: str
+    issue: str | None = None  # where its fix is tracked: a URL or an id
+
+    def active(self, today: str) -> bool:
+        """Whether it keeps the task out of the gate on today (an ISO date, UTC): before its until date."""
+        return today < self.until
+
+
+@record
 class Task:
     """A canonical prompt, the user's scripted follow-ups and tool results, and what a correct reply looks like."""
 
@@ -464,6 +477,7 @@ class Task:
     # What the environment must be in when each user turn ends (None: that turn checks none); empty when none does.
     turn_states: tuple[ExpectState | None, ...] = ()
     budget: Budget | None = None  # its expect.budget over the file's, key by key; None: the loop rule alone
+    quarantine: Quarantine | None = None  # out of the gate until its date
 
     @property
     def judges_turns(self) -> bool:
@@ -769,6 +783,7 @@ class Tally:
     # task's gate pass: they count against the pass-rate only.
     budget_excused: int = 0
     missed: bool = False  # a trial of it was replayed from a cassette that holds no (fit) reply for its request
+    quarantined: bool = False  # its quarantine was active when the run started: counted apart, out of the gate
 
 
 @record
@@ -815,6 +830,22 @@ class Growth:
         return grew is None or grew > Fraction(self.limit)
 
 
+@record(kw_only=True)
+class Quarantined:
+    """The tasks whose quarantine was active, counted apart from the gate: their trials, pass^k, flaky tasks, the ones
+    that regressed against a baseline, and the safety violations that fail the gate all the same."""
+
+    tasks: tuple[str, ...]
+    passed: int  # trials, as are failed, errored and total
+    failed: int
+    errored: int
+    total: int
+    pass_all_k: Mapping[int, Fraction]
+    flaky: tuple[str, ...] = ()
+    regressed: tuple[str, ...] = ()
+    violations: tuple[str, ...] = ()
+
+
 @record
 class Summary:
     """The verdict on a run: its trials counted, the gate decided, every reason it failed, and the exit code."""
@@ -830,7 +861,8 @@ class Summary:
     gate_failed_because: tuple[
         str, ...
     ] = ()  # below-gate, blocking-failed, regression, overall-regression, token-growth, tool-call-growth,
-    # latency-growth, unreachable, replay-miss, rate-limited, not-run, internal-error
+    # latency-growth, quarantine-violation, all-quarantined, unreachable, replay-miss, rate-limited, not-run,
+    # internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"
@@ -845,6 +877,9 @@ class Summary:
     latency_ms: float = 0.0
     over_budget: int = 0  # trials that did what their task asks but broke its budget
     growth: tuple[Growth, ...] = ()  # against a baseline, when one was given: each figure a growth limit applies to
+    # The tasks out of the gate, when any ran: the trials, by_category, pass^k, flaky, blocking_failed, regressed and
+    # over_budget above are of the others alone; violations, replay_missed, tokens and latency of every task.
+    quarantined: Quarantined | None = None
 
     @property
     def rate(self) -> Fraction:

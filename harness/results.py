@@ -20,6 +20,8 @@ from harness.records import (
     Figure,
     Growth,
     ModelCall,
+    Quarantine,
+    Quarantined,
     Result,
     ResultSource,
     Summary,
@@ -28,7 +30,7 @@ from harness.records import (
     ToolResult,
     Turn,
 )
-from harness.text import LARGEST, MAX_GROWTH, count, expected_text, json_encoder, kind, sha256_hex
+from harness.text import LARGEST, MAX_GROWTH, count, expected_text, json_encoder, kind, sha256_hex, utc_today
 from harness.verdict import GATE_PLACES
 
 RESULTS_SCHEMA_VERSION = 2
@@ -214,6 +216,8 @@ ENTRY = {
             "blocking": FLAG,
         }
     ),
+    # The task's quarantine, when it has one, and whether it held it out of the gate on the day the run started.
+    "quarantine": IfThere({"until": TEXT, "reason": TEXT, "issue": MAYBE_TEXT, "active": FLAG}),
     "expected": IfThere(TEXT),
     "prompt": IfThere(TEXT),
     "status": STATUS,
@@ -267,6 +271,19 @@ DOCUMENT = {
     "replayMissed": IfThere([TEXT]),
     "overBudget": IfThere(WHOLE),
     "regressed": [TEXT],
+    "quarantined": IfThere(
+        {
+            "tasks": [TEXT],
+            "passed": WHOLE,
+            "failed": WHOLE,
+            "errored": WHOLE,
+            "total": WHOLE,
+            "passAllK": Each(PERCENT, key=_is("a number of runs", _counting)),
+            "flaky": [TEXT],
+            "regressed": [TEXT],
+            "violations": [TEXT],
+        }
+    ),
     "growth": IfThere(
         Each(
             {
@@ -286,8 +303,11 @@ DOCUMENT = {
 }
 
 
-def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
-    """A task's entry in the results file: what it expects, its verdict over all its trials, then each trial."""
+def task_entry(task: Task, trials: Sequence[Result], today: str | None = None) -> dict[str, Any]:
+    """A task's entry in the results file: what it expects, its verdict over all its trials, then each trial.
+
+    today: the day the run started (UTC, YYYY-MM-DD), on which its quarantine, if any, is active or not.
+    """
     statuses = [trial.outcome.status for trial in trials]
     passes = statuses.count("pass")
     trial_entries = [_trial_entry(trial) for trial in trials]
@@ -298,6 +318,7 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
         "sha256": task.sha256,
         "blocking": task.blocking,
         **({"budget": task.budget.written()} if task.budget is not None else {}),
+        **({"quarantine": _quarantine(task.quarantine, today or utc_today())} if task.quarantine else {}),
         "expected": expected_text(task),
         "prompt": task.prompt,
         "status": "pass" if passes == len(trials) else "fail" if "fail" in statuses else "error",
@@ -309,6 +330,10 @@ def task_entry(task: Task, trials: Sequence[Result]) -> dict[str, Any]:
         "flaky": 0 < passes < len(trials),
         "trialResults": trial_entries,
     }
+
+
+def _quarantine(held: Quarantine, today: str) -> dict[str, Any]:
+    return {"until": held.until, "reason": held.reason, "issue": held.issue, "active": held.active(today)}
 
 
 def explaining_trial(trials: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -477,6 +502,7 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "replayMissed": list(summary.replay_missed),
         "overBudget": summary.over_budget,
         "regressed": list(summary.regressed),
+        **({"quarantined": _quarantined(summary.quarantined)} if summary.quarantined else {}),
         **({"growth": growth_document(summary.growth)} if summary.growth else {}),
         "usage": {
             "inputTokens": summary.tokens[0],
@@ -486,6 +512,21 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         if summary.tokens
         else None,
         "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
+    }
+
+
+def _quarantined(held: Quarantined) -> dict[str, Any]:
+    """The tasks out of the gate, counted apart, as the results file keeps them."""
+    return {
+        "tasks": list(held.tasks),
+        "passed": held.passed,
+        "failed": held.failed,
+        "errored": held.errored,
+        "total": held.total,
+        "passAllK": {str(k): round(float(value) * 100, 4) for k, value in held.pass_all_k.items()},
+        "flaky": list(held.flaky),
+        "regressed": list(held.regressed),
+        "violations": list(held.violations),
     }
 
 

@@ -69,6 +69,7 @@ class Run:
     baseline: dict[str, Any] | None  # the results file it is compared with
     compared_with: dict[str, Any] | None  # what its results say of that baseline
     plan: str  # the console's first line, masked
+    today: str  # the day the run started (UTC, YYYY-MM-DD): whether each task's quarantine holds, decided once
     served: Served | None = None  # the tool server of an agent that runs its own tools, when the harness plays some
     proxy: ModelProxy | None = None  # the model proxy of an agent whose model calls the run proxies (EVAL_MODEL_PROXY)
 
@@ -127,7 +128,7 @@ def send(run: Run) -> Sent:
 
     def on_task(task: Task, trials: Sequence[Result]) -> None:
         nonlocal first
-        entry = task_entry(task, trials)
+        entry = task_entry(task, trials, run.today)
         if masking:  # what the task says may hold what its placeholders expanded; the trials are masked already
             entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
         console.task(entry)
@@ -197,7 +198,7 @@ def judge(run: Run, sent: Sent) -> tuple[Summary, Comparison | None]:
         runs=config.runs,
         gate_on=config.gate_on,
         not_run=len(sent.not_run),
-        regressed=comparison.regressed if comparison else (),
+        regressed=[*comparison.regressed, *comparison.quarantined_regressed] if comparison else (),
         overall_regressed=comparison.overall_regressed if comparison else False,
         growth=comparison.growth if comparison else (),
         interrupted=isinstance(stop, KeyboardInterrupt),

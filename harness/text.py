@@ -11,7 +11,7 @@ from fractions import Fraction
 from itertools import islice
 from typing import Any
 
-from harness.records import Growth, Summary, Task
+from harness.records import Growth, Quarantined, Summary, Task
 
 PROVIDER_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")  # what providers refuse in a tool's name
 PROVIDER_NAME_LENGTH = 64  # the longest tool name providers take (^[a-zA-Z0-9_-]{1,64}$)
@@ -53,6 +53,8 @@ REASONS = {
     "token-growth": "tokens grew past the limit against the baseline",
     "tool-call-growth": "tool calls grew past the limit against the baseline",
     "latency-growth": "latency grew past the limit against the baseline",
+    "quarantine-violation": "safety violation on a quarantined task",
+    "all-quarantined": "every task that ran is quarantined, so no trial counted",
     "unreachable": "nothing reached the agent",
     "replay-miss": "requests not in the cassette",
     "rate-limited": "the rate limits stopped the run",
@@ -318,12 +320,27 @@ def headline(summary: Summary) -> str:
         parts.append(f"{summary.over_budget} over budget")
     if summary.not_run:
         parts.append(f"{summary.not_run} not run")
+    if summary.quarantined:
+        parts.append(quarantined_text(summary.quarantined, summary.runs))
     if summary.tokens:
         latency = f"{summary.latency_ms / 1000:.1f} s" if summary.latency_ms >= 1000 else f"{summary.latency_ms:.0f} ms"
         parts.append(f"{count(summary.tokens[0], 'token')} in, {summary.tokens[1]} out, {latency} of replies")
     if not summary.gate_passed:
         parts.append(f"gate not met: {', '.join(_reason(summary, code) for code in summary.gate_failed_because)}")
     return " · ".join(parts)
+
+
+def quarantined_text(held: Quarantined, runs: int) -> str:
+    """`2 quarantined (not gated): 1/4 trials PASS, pass^2 50%, 1 flaky, 1 regressed`: the tasks out of the gate."""
+    trials = "" if runs == 1 else " trials"
+    parts = [f"{held.passed}/{held.total}{trials} PASS"]
+    if runs > 1:
+        parts.append(f"pass^{runs} {percent(held.pass_all_k.get(runs, Fraction(0)) * 100, 1)}%")
+    if held.flaky:
+        parts.append(f"{len(held.flaky)} flaky")
+    if held.regressed:
+        parts.append(f"{len(held.regressed)} regressed")
+    return f"{len(held.tasks)} quarantined (not gated): {', '.join(parts)}"
 
 
 def _reason(summary: Summary, code: str) -> str:
@@ -333,6 +350,7 @@ def _reason(summary: Summary, code: str) -> str:
     tasks = {
         "blocking-failed": summary.blocking_failed,
         "regression": summary.regressed,
+        "quarantine-violation": summary.quarantined.violations if summary.quarantined else (),
         "replay-miss": summary.replay_missed,
     }.get(code)
     return f"{REASONS[code]} ({', '.join(tasks)})" if tasks else REASONS[code]
@@ -387,6 +405,11 @@ def utc_timestamp(seconds: float) -> str:
     """`2026-11-30T21:04:05.123Z`: a time as the results file records it, ISO 8601 in UTC to the millisecond."""
     whole = int(seconds)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((seconds - whole) * 1000):03d}Z"
+
+
+def utc_today() -> str:
+    """Today's date in UTC, YYYY-MM-DD: the one clock a quarantine is read by (tests pass a date of their own)."""
+    return time.strftime("%Y-%m-%d", time.gmtime())
 
 
 def sha256_hex(data: bytes) -> str:

@@ -11,7 +11,7 @@ from math import comb
 from operator import attrgetter
 from typing import Any
 
-from harness.records import CategoryCount, GateOn, Growth, Status, Summary, Tally, fields
+from harness.records import CategoryCount, GateOn, Growth, Quarantined, Status, Summary, Tally, fields
 from harness.text import GROWTH_FIGURES
 
 # The most decimals a gate may have: the results file keeps the gate as a float, which gives back 15 digits as they
@@ -34,7 +34,7 @@ REPLAYED_NOTHING = frozenset({"replay:miss", "replay:bad-reply"})
 BUDGET_BREACHES = frozenset({"budget:tool-calls", "budget:tokens", "budget:latency"})
 BUDGET_CODES = BUDGET_BREACHES | {"budget:no-usage"}
 # A Tally's fields, in order: what a run's Tallies keep of a task without making the record.
-Counted = tuple[str, str, tuple[Status, ...], bool, bool, bool, tuple[int, int] | None, float, int, int, bool]
+Counted = tuple[str, str, tuple[Status, ...], bool, bool, bool, tuple[int, int] | None, float, int, int, bool, bool]
 TALLY_FIELDS: Callable[[Tally], Counted] = attrgetter(*fields(Tally))
 
 
@@ -75,6 +75,9 @@ def _counted(entry: Mapping[str, Any]) -> Counted:
         over_budget,
         excused,
         missed,
+        # Read from what the run recorded as it started, never from today's date: a merge or a report, on any day,
+        # gives the verdict the run gave.
+        "quarantine" in entry and entry["quarantine"]["active"],
     )
 
 
@@ -93,7 +96,9 @@ def decide_document(
             for figure, g in document.get("growth", {}).items()
         ]
         overall = "overall-regression" in document.get("gateFailedBecause", ())
-        against = (document.get("regressed", ()), overall, recorded)
+        # decide keeps a quarantined task's regression out of the gate again, as the run did
+        recorded_regressed = [*document.get("regressed", ()), *document.get("quarantined", {}).get("regressed", ())]
+        against = (recorded_regressed, overall, recorded)
     regressed, overall_regressed, growth = against
     return decide(
         [tally(entry) for entry in document["results"]],
@@ -120,14 +125,14 @@ class Tallies:
         self._ids: list[str] = []
         self._categories: list[str] = []
         self._statuses: list[tuple[Status, ...]] = []
-        self._flags = bytearray()  # blocking, violation, unreached, missed: a bit each
+        self._flags = bytearray()  # blocking, violation, unreached, missed, quarantined: a bit each
         self._latency_ms = array("d")
         self._tokens: dict[int, tuple[int, int]] = {}  # by position: only providers report them
         self._budget: dict[int, tuple[int, int]] = {}  # by position: (over budget, excused), for the few with either
 
     def add(self, entry: Mapping[str, Any]) -> None:
         """A task's entry, counted as tally() counts it (with no record made: a run adds one for every task)."""
-        task_id, category, statuses, blocking, violation, unreached, tokens, latency_ms, over, excused, missed = (
+        task_id, category, statuses, blocking, violation, unreached, tokens, latency_ms, over, excused, missed, held = (
             _counted(entry)
         )
         if tokens is not None:
@@ -137,7 +142,7 @@ class Tallies:
         self._ids.append(task_id)
         self._categories.append(category)
         self._statuses.append(_STATUSES.setdefault(statuses, statuses))
-        self._flags.append(blocking | violation << 1 | unreached << 2 | missed << 3)
+        self._flags.append(blocking | violation << 1 | unreached << 2 | missed << 3 | held << 4)
         self._latency_ms.append(latency_ms)
 
     def __len__(self) -> int:
@@ -160,6 +165,7 @@ class Tallies:
                 over_budget,
                 budget_excused,
                 bool(flags & 8),
+                bool(flags & 16),
             )
 
 
@@ -180,9 +186,11 @@ def decide(
     """Count trials overall and per category, compute pass^k and flaky tasks, decide the gate, say why, pick the exit.
 
     The gate fails when the rate is below it, a blocking task did not pass, a task or the overall pass count regressed
-    against the baseline, a cost grew past its limit against it (or cannot be compared with it), nothing reached the
-    agent, a replay's cassette held no reply for a request, a wave of requests ended rate-limited and stopped the run,
-    a task did not run, or a bug cut the run short: each reason is listed.
+    against the baseline, a cost grew past its limit against it (or cannot be compared with it), a quarantined task
+    broke a safety rule, every task that ran was quarantined, nothing reached the agent, a replay's cassette held no
+    reply for a request, a wave of requests ended rate-limited and stopped the run, a task did not run, or a bug cut
+    the run short: each reason is listed. A quarantined task is counted apart: it is not in the rate, does not block
+    and its regression does not fail the gate; its safety violation does.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
@@ -191,9 +199,33 @@ def decide(
     shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
     flaky, blocking_failed, violations, missed, tokens = [], [], [], [], []
     reached, latency_ms, over_budget = 0, 0.0, 0
+    held: list[str] = []  # the quarantined tasks, counted apart
+    held_counts, held_shapes = [0, 0, 0], Counter[tuple[int, int]]()  # passed, errored, total
+    held_flaky: list[str] = []
+    held_violations: list[str] = []
     rows: Iterable[Counted] = tallies.rows() if isinstance(tallies, Tallies) else map(TALLY_FIELDS, tallies)
-    for task_id, name, statuses, blocking, violation, unreached, used, task_ms, over, excused, replay_missed in rows:
+    for row in rows:
+        task_id, name, statuses, blocking, violation, unreached, used, task_ms, over, excused, replay_missed, out = row
         c, n = statuses.count("pass"), len(statuses)
+        if violation:
+            violations.append(task_id)
+        if replay_missed:
+            missed.append(task_id)
+        if used is not None:
+            tokens.append(used)
+        reached += not unreached
+        latency_ms += task_ms
+        if out:  # quarantined: what it did is shown, never gated; a safety violation is, all the same
+            held.append(task_id)
+            held_counts[0] += c
+            held_counts[1] += statuses.count("error")
+            held_counts[2] += n
+            held_shapes[c, n] += 1
+            if 0 < c < n:
+                held_flaky.append(task_id)
+            if violation:
+                held_violations.append(task_id)
+            continue
         passed, errored, total = passed + c, errored + statuses.count("error"), total + n
         category = per_category.setdefault(name, [0, 0])
         category[0] += c
@@ -203,30 +235,40 @@ def decide(
             flaky.append(task_id)
         if blocking and c + excused < n:
             blocking_failed.append(task_id)
-        if violation:
-            violations.append(task_id)
-        if replay_missed:
-            missed.append(task_id)
-        if used is not None:
-            tokens.append(used)
-        reached += not unreached
-        latency_ms += task_ms
         over_budget += over
+    quarantined = None
+    if held:
+        out_of_gate = frozenset(held)
+        quarantined = Quarantined(
+            tasks=tuple(held),
+            passed=held_counts[0],
+            failed=held_counts[2] - held_counts[0] - held_counts[1],
+            errored=held_counts[1],
+            total=held_counts[2],
+            pass_all_k={k: pass_hat_k(held_shapes, k) for k in range(1, runs + 1)},
+            flaky=tuple(held_flaky),
+            regressed=tuple(task_id for task_id in regressed if task_id in out_of_gate),
+            violations=tuple(held_violations),
+        )
+        regressed = tuple(task_id for task_id in regressed if task_id not in out_of_gate)
     pass_all_k = {k: pass_hat_k(shapes, k) for k in range(1, runs + 1)}
     rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
-    unreachable = bool(shapes) and not reached
+    unreachable = bool(shapes or held_shapes) and not reached
     reasons = {
-        "below-gate": rate * 100 < Fraction(gate),
+        "below-gate": (total > 0 or not held) and rate * 100 < Fraction(gate),
         "blocking-failed": bool(blocking_failed),
         "regression": bool(regressed),
         "overall-regression": overall_regressed,
         **{
             code: any(g.figure == figure and g.exceeded for g in growth) for code, (figure, _) in GROWTH_FIGURES.items()
         },
+        "quarantine-violation": bool(held_violations),
+        # Not a gate met on nothing: every task that ran is quarantined, so no trial counted for it.
+        "all-quarantined": not total and bool(held_counts[2]),
         "unreachable": unreachable,
         "replay-miss": bool(missed),
         "rate-limited": rate_limited,
-        "not-run": not_run > 0 or not total,
+        "not-run": not_run > 0 or not (total or held_counts[2]),
         "internal-error": internal_error is not None,
     }
     because = tuple(reason for reason, applies in reasons.items() if applies)
@@ -262,6 +304,7 @@ def decide(
         latency_ms=latency_ms,
         over_budget=over_budget,
         growth=tuple(growth),
+        quarantined=quarantined,
     )
 
 

@@ -177,6 +177,28 @@ class Examples(unittest.TestCase):
                 start = tasks.index(f'```json\n{{\n  "id": "{task_id}"') + len("```json\n")
                 self.assertEqual(json.loads(tasks[start : tasks.index("```", start)]), shipped[task_id])
 
+    def test_the_quarantine_example_loads_and_is_warned_of_as_shown(self) -> None:
+        from harness.records import Quarantine
+        from harness.taskfile import parse_task_file
+        from harness.taskfile.quarantine import quarantine_warnings
+        from tests.support import canonical_task_data
+
+        section = read("docs", "tasks.md").split("\n## Quarantine\n", 1)[1]
+        (example,) = fenced(section, '{\n  "id": "asset-search-semantic"')
+        data = canonical_task_data()
+        data["tasks"][1] = json.loads(example)
+        task_file, problems = parse_task_file(json.dumps(data).encode(), "tasks.json", {})
+        self.assertEqual(problems, [])
+        assert task_file is not None
+        written = data["tasks"][1]["quarantine"]
+        self.assertEqual(task_file.tasks[1].quarantine, Quarantine("2027-01-15", written["reason"], written["issue"]))
+        (shown,) = fenced(section, "warning: quarantine of")
+        said = [
+            *quarantine_warnings(task_file.tasks, "2027-01-12"),
+            *quarantine_warnings(task_file.tasks, "2027-01-15"),
+        ]
+        self.assertEqual([f"warning: {line}" for line in said], shown.splitlines())
+
     def test_the_argument_checks_example_runs_as_shown(self) -> None:
         tasks = read("docs", "tasks.md")
         start = tasks.index("**An example that runs.**")

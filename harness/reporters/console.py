@@ -40,7 +40,7 @@ def complain(line: str) -> None:
 
 def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason (and its
-    turns' verdicts, when they were judged), (flaky)."""
+    turns' verdicts, when they were judged), (flaky), (quarantined until DATE: not gated)."""
     trials = entry["trialResults"]
     shown = trials[0] if entry["status"] == "pass" else explaining_trial(trials) or trials[0]
     duration = sum([trial["durationMs"] for trial in trials]) / len(trials)
@@ -49,7 +49,9 @@ def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     if entry["status"] != "pass":
         line += f"  {entry['code']}: {entry['reason']}"
         line += f"  {marks}" if (marks := turn_marks(shown)) else ""
-    return line + ("  (flaky)" if entry["flaky"] else "")
+    line += "  (flaky)" if entry["flaky"] else ""
+    held = entry.get("quarantine")
+    return line + (f"  (quarantined until {held['until']}: not gated)" if held and held["active"] else "")
 
 
 def plan_line(

@@ -69,6 +69,12 @@ def job_summary(
     if summary.violations:
         what = "a forbidden tool called, or a secret or forbidden text in a reply"
         lines.append(f"\n**Safety violation** ({what}): {_ids(summary.violations)}.")
+    if summary.quarantined:
+        held = summary.quarantined
+        lines.append(
+            f"\n**Quarantined** (run and shown, not gated): {_ids(held.tasks)}; {held.passed} of"
+            f" {count(held.total, 'trial')} passed. A safety violation on one fails the gate all the same."
+        )
     if summary.over_budget:
         lines.append(
             f"\n**Over budget**: {summary.over_budget} of {count(summary.total, 'trial')} did what their task asks but"
@@ -107,9 +113,11 @@ def job_summary(
             f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
         )  # results from before 0.3 lack it
         shown = trial or entry["trialResults"][0]
+        held = entry.get("quarantine")
+        held_text = f", quarantined until {_text(held['until'])}: not gated" if held and held["active"] else ""
         listed += page.add(
             [
-                f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}): "
+                f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}{held_text}): "
                 f"`{entry['code']}` {_text(clip(entry['reason'] or '', AGENT_TEXT_LIMIT))} — {expects}"
                 f"called {_text(clip(calls_text(shown), AGENT_TEXT_LIMIT))}",
                 *([f"  - budget: {_text(budget_text(entry['budget']))}"] if "budget" in entry else []),

@@ -22,14 +22,15 @@ def render(
 
 
 def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
-    """One testsuite; classname = category, name = task id; a failed task is a failure, an errored one an error.
+    """One testsuite; classname = category, name = task id; a failed task is a failure, an errored one an error, and
+    a quarantined one that did not pass (with no safety violation) skipped, as pytest writes an expected failure.
 
     Written as the entries stream by: a first pass counts them, a second renders each testcase.
     """
-    statuses = Counter(entry["status"] for entry in document["results"])
+    statuses = Counter("skipped" if _held(entry) else entry["status"] for entry in document["results"])
     counts = (
-        f'tests="{sum(statuses.values())}" failures="{statuses["fail"]}" errors="{statuses["error"]}" skipped="0"'
-        f' time="{document["durationMs"] / 1000:.3f}"'
+        f'tests="{sum(statuses.values())}" failures="{statuses["fail"]}" errors="{statuses["error"]}"'
+        f' skipped="{statuses["skipped"]}" time="{document["durationMs"] / 1000:.3f}"'
     )
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     yield f'<testsuites name="agent-eval" {counts}>\n'
@@ -46,6 +47,7 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
         ("gateFailedBecause", ", ".join(document["gateFailedBecause"])),
         ("runs", document["runs"]),
         ("overBudget", document.get("overBudget", 0)),
+        ("quarantined", ", ".join(document["quarantined"]["tasks"]) if "quarantined" in document else ""),
         ("interrupted", document["interrupted"]),
     ]:
         yield f"      <property name={_attribute(name)} value={_attribute(json.dumps(value).strip(chr(34)))} />\n"
@@ -61,8 +63,14 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
             yield case + " />\n"
             continue
         tally = f" (passed {entry['passes']} of {entry['trials']} trials)" if entry["trials"] > 1 else ""
-        kind = "failure" if entry["status"] == "fail" else "error"
+        kind = "skipped" if _held(entry) else "failure" if entry["status"] == "fail" else "error"
         message = printable(f"{entry['code']}: {entry['reason']}{tally}")
+        if kind == "skipped":
+            held = entry["quarantine"]
+            issue = f", {held['issue']}" if held["issue"] else ""
+            message = (
+                printable(f"quarantined until {held['until']} ({held['reason']}{issue}): {entry['status']} ") + message
+            )
         expected = [f"expected: {printable(entry['expected'])}"] if "expected" in entry else []  # before 0.3: none
         expected += [f"budget: {printable(budget_text(entry['budget']))}"] if "budget" in entry else []
         text = "\n".join([*expected, *(_trial_text(number, trial) for number, trial in enumerate(trials, 1))])
@@ -71,6 +79,12 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
             f"{_text(text)}</{kind}>\n    </testcase>\n"
         )
     yield "  </testsuite>\n</testsuites>\n"
+
+
+def _held(entry: Mapping[str, Any]) -> bool:
+    """A task its quarantine kept out of the gate that did not pass, with no safety violation (which it never hides)."""
+    held = entry.get("quarantine")
+    return bool(held and held["active"]) and entry["status"] != "pass" and entry["violation"] is None
 
 
 def _text(text: str) -> str:

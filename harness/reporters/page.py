@@ -170,6 +170,12 @@ def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
     parts += [f"{len(document['flaky'])} flaky"] if document["flaky"] else []
     parts += [f"{len(document['notRun'])} not run"] if document["notRun"] else []
     yield f"<p>{_e(' · '.join(parts))}</p>"
+    if "quarantined" in document:
+        held = document["quarantined"]
+        yield (
+            f'<p class="muted">Quarantined, run and shown but not gated (a safety violation fails the gate all the'
+            f" same): {_e(', '.join(held['tasks']))}; {held['passed']}/{held['total']}{trials} passed.</p>"
+        )
     if document.get("internalError"):
         yield f'<p class="why">Internal error in the harness: {_e(document["internalError"])}</p>'
     yield "</section>\n"
@@ -182,7 +188,11 @@ def _reason(document: Mapping[str, Any], code: str) -> str:
         if grown is not None:
             limit = None if grown["limit"] is None else Decimal(str(grown["limit"]))
             return growth_reason(Growth(figure, grown["then"], grown["now"], limit, grown["tasks"]))
-    tasks = {"blocking-failed": document["blockingFailed"], "regression": document["regressed"]}.get(code)
+    tasks = {
+        "blocking-failed": document["blockingFailed"],
+        "regression": document["regressed"],
+        "quarantine-violation": document.get("quarantined", {}).get("violations"),
+    }.get(code)
     text = REASONS.get(code, code)
     return f"{text} ({', '.join(tasks)})" if tasks else text
 
@@ -196,7 +206,12 @@ def _changes(comparison: Comparison, baseline_name: str) -> Iterator[str]:
         tasks = [task for task in comparison.tasks if task.change == change]
         if tasks:
             yield f'<h3>{_e(change.capitalize())} ({len(tasks)})</h3><ul class="changes">'
-            yield "".join(f"<li><b>{_e(task.id)}</b> {_e(_clip(task.detail, CELL))}</li>" for task in tasks)
+            yield "".join(
+                f"<li><b>{_e(task.id)}</b> {_e(_clip(task.detail, CELL))}"
+                + (' <span class="badge">quarantined: not gated</span>' if task.quarantined else "")
+                + "</li>"
+                for task in tasks
+            )
             yield "</ul>"
     yield "<table><thead><tr><th>category</th><th>then</th><th>now</th><th>change</th></tr></thead><tbody>"
     rows = [*comparison.by_category.items(), ("overall", comparison.overall)]
@@ -371,6 +386,8 @@ def _task(index: int, entry: Mapping[str, Any]) -> Iterator[str]:
     reason = f"{entry['code']}: {entry['reason']}" if entry["status"] != "pass" else ""
     badges = (["blocking"] if entry.get("blocking") else []) + (["flaky"] if entry.get("flaky") else [])
     badges += ["over budget"] if any(trial["code"] in BUDGET_BREACHES for trial in trials) else []
+    held = entry.get("quarantine")
+    badges += [f"quarantined until {_e(held['until'])}"] if held and held["active"] else []  # joined unescaped
     violation = '<span class="badge v">safety violation</span>' if entry.get("violation") else ""
     cells = [
         _cell(status.upper(), f"st {status}"),
@@ -398,6 +415,11 @@ def _task(index: int, entry: Mapping[str, Any]) -> Iterator[str]:
         yield f"<h3>Expected</h3><p>{_e(_clip(entry['expected'], CLIP))}</p>"
     if "budget" in entry:
         yield f'<h3>Budget</h3><p class="budget">{_e(_clip(budget_text(entry["budget"]), CLIP))}</p>'
+    if held:
+        state = "not gated" if held["active"] else "over: it counted for the gate"
+        issue = f", {held['issue']}" if held["issue"] else ""
+        why = _e(_clip(held["reason"] + issue, CLIP))
+        yield f"<h3>Quarantine</h3><p>Until {_e(held['until'])} ({state}): {why}</p>"
     for number, trial in enumerate(trials, 1):
         yield from _trial(number, trial)
     yield "</details></div>\n"

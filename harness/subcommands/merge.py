@@ -144,7 +144,11 @@ def merge(
         if "tokens" in limits:
             require_tokens(baseline[0], baseline[1], f"{first_path}'s growth.tokens.limit")
         comparison = compare(baseline[1], merged, limits)
-    against = (comparison.regressed, comparison.overall_regressed, comparison.growth) if comparison else ((), False, ())
+    against = (
+        ([*comparison.regressed, *comparison.quarantined_regressed], comparison.overall_regressed, comparison.growth)
+        if comparison
+        else ((), False, ())
+    )
     summary = decide_document(merged, gate, against)
     document = results_document(
         run_id=first["runId"],

@@ -19,7 +19,8 @@ from harness.settings import Setting, Sources, refuse_unknown
 from harness.subcommands.mcp_client import fetch_tools
 from harness.subcommands.tools import add_mcp_flags, mcp_session
 from harness.taskfile import read_task_file
-from harness.text import count
+from harness.taskfile.quarantine import quarantine_warnings
+from harness.text import count, utc_today
 
 
 def main(
@@ -62,7 +63,13 @@ def main(
 
         answered = check_environments(path, task_file.tasks, Secrets(environment_secrets(settings, os.environ)))
     say(f"{path}: valid, {count(len(task_file.tasks), 'task')}, {count(len(task_file.tools), 'tool')}")
-    warnings = (*task_file.warnings, *unscripted(task_file, answered), *answer_tasks(task_file), *self_loops(task_file))
+    warnings = (
+        *task_file.warnings,
+        *unscripted(task_file, answered),
+        *answer_tasks(task_file),
+        *self_loops(task_file),
+        *quarantine_warnings(task_file.tasks, utc_today()),
+    )
     for warning in warnings:
         say(f"warning: {warning}")
     backend = os.environ.get("EVAL_BACKEND", "")

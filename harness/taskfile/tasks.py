@@ -36,6 +36,7 @@ TASK_KEYS = (
     "expect",
     "blocking",
     "environment",
+    "quarantine",
     "comment",
 )
 TASK_KEY_SET = frozenset(TASK_KEYS)
@@ -185,6 +186,11 @@ def _task(
         from harness.taskfile.turnexpect import turn_states
 
         states = turn_states(context, item, world, path)
+    held = None
+    if "quarantine" in item:
+        from harness.taskfile.quarantine import quarantine
+
+        held = quarantine(context, item["quarantine"], f"{path}.quarantine")
     budget = shared_budget
     if isinstance(whole, dict) and "budget" in whole:
         from harness.taskfile.budgets import budget_keys, effective_budget
@@ -199,6 +205,7 @@ def _task(
         or follow_ups is None
         or own is None
         or tools is None
+        or ("quarantine" in item and held is None)
     ):
         return None
     scripts = {**defaults, **own} if defaults or own else NOTHING
@@ -211,9 +218,11 @@ def _task(
                     f"{name} has nothing to answer after its failures: no sequence, cases or default, and "
                     f"{task_id or path} has no environment",
                 )
-    # A comment is for the author: changing it changes nothing the agent sees or the verdict checks.
+    # A comment is for the author, and a quarantine for the gate: changing either changes nothing the agent sees or a
+    # trial's verdict checks, so a baseline still compares the task (and a regression under quarantine still shows).
     definition = dict(item)
     definition.pop("comment", None)
+    definition.pop("quarantine", None)
     if defaults:  # the file's defaults are part of what the task plays back
         from harness.taskfile.conversations import script_definition
 
@@ -245,4 +254,5 @@ def _task(
         state=state,
         turn_states=states,
         budget=limits,
+        quarantine=held,
     )
