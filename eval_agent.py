@@ -151,7 +151,7 @@ def run(argv: Sequence[str]) -> int:
     prepared = prepare(*configure(argv, os.environ))
     config, tasks, hidden = prepared.config, prepared.tasks, prepared.hidden
     if config.dry_run:
-        for line in dry_run_lines(prepared.plan, config, tasks, prepared.settings):
+        for line in dry_run_lines(prepared.plan, config, tasks, prepared.settings, prepared.today):
             say(hidden.mask(line))
         return EXIT_GATE_MET
     try:

@@ -57,6 +57,12 @@ class TaskFileKey(TempDirTestCase):
             },
         )
 
+    def test_a_quarantine_is_never_expanded_as_it_is_never_sent(self) -> None:
+        written = {"until": "2027-01-15", "reason": "costs $5 a run, ${NOT_SET}", "issue": "${TRACKER}/7"}
+        path = self.write_json("tasks.json", task_data({"asset-get-details": written}))
+        held = load_task_file(path, {"TRACKER": "https://example.com"}).tasks[2].quarantine
+        self.assertEqual(held, Quarantine("2027-01-15", written["reason"], written["issue"]))
+
     def test_a_quarantine_leaves_the_tasks_hash_as_it_was(self) -> None:
         path = self.write_json("tasks.json", task_data({"asset-get-details": HELD}))
         then = {task.id: task.sha256 for task in load_task_file(CANONICAL_TASKS).tasks}
@@ -343,6 +349,14 @@ class Runs(TempDirTestCase):
             },
         )
 
+    def test_a_dry_run_names_the_tasks_out_of_the_gate(self) -> None:
+        quarantines = {"asset-get-details": {**HELD, "until": FUTURE}, "transform-bg-remove": {**HELD, "until": PAST}}
+        out, _, code = self.run_against((), quarantines, "--dry-run")
+        self.assertEqual(code, 0)
+        lines = [line.split("  expects ")[1] for line in out.splitlines() if line.startswith("  ")]
+        self.assertEqual(lines[2], f"imageman.asset.get(assetId), quarantined until {FUTURE}")
+        self.assertEqual(lines[6], "imageman.transform.bgRemove(assetId)")
+
     def test_the_reports_mark_a_quarantined_failure_and_junit_skips_it_as_an_expected_failure(self) -> None:
         quarantines = {"asset-get-details": {**HELD, "until": FUTURE}}
         reports = ("--junit", "junit.xml", "--summary-md", "summary.md", "--html", "page.html")
@@ -420,6 +434,13 @@ class Runs(TempDirTestCase):
         merged, run = self.read_json("merged.json"), self.read_json("whole.json")
         self.assertEqual({key: merged[key] for key in verdict_keys}, {key: run[key] for key in verdict_keys})
         self.assertEqual(run["quarantined"]["tasks"], ["asset-get-details", "asset-tag-additive"])
+        self.assertEqual(run["gateFailedBecause"], ["below-gate"])
+        for name in ("whole", "merged"):  # a report, on any later day, counts the verdict the run gave
+            self.assertEqual(run_cli("report", f"{name}.json", "-o", f"{name}.html", cwd=self.tmp)[1:], ("", 0))
+            with open(os.path.join(self.tmp, f"{name}.html"), encoding="utf-8") as f:
+                page = f.read()
+            self.assertIn('<p class="why">Why: below the gate</p>', page)
+            self.assertIn("Quarantined, run and shown but not gated", page)
 
     def test_a_quarantined_regression_is_shown_by_compare_and_a_run_with_a_baseline_and_fails_neither(self) -> None:
         self.assertEqual(self.run_against((), {}, "--out", "base.json")[2], 0)
@@ -431,12 +452,23 @@ class Runs(TempDirTestCase):
         results = self.read_json("cand.json")
         self.assertEqual((results["regressed"], results["quarantined"]["regressed"]), ([], ["asset-get-details"]))
         self.assertIn("1 quarantined (not gated): 0/1 PASS, 1 regressed", out)
-        out, err, code = run_cli("compare", "base.json", "cand.json", cwd=self.tmp)
+        out, err, code = run_cli("compare", "base.json", "cand.json", "--out", "cmp.json", cwd=self.tmp)
         self.assertEqual((err, code), ("", 0))
+        written = self.read_json("cmp.json")
+        self.assertEqual((written["regressed"], written["quarantinedRegressed"]), ([], ["asset-get-details"]))
+        self.assertEqual(
+            [(task["id"], task["change"]) for task in written["tasks"] if task["quarantined"]],
+            [("asset-get-details", "regressed")],
+        )
         self.assertIn(
             "REGRESSED          asset-get-details  pass → fail tool:wrong-name: expected imageman.asset.get, got"
             " imageman.asset.list (quarantined: not gated)",
             out.splitlines(),
         )
+        self.assertEqual(
+            run_cli("report", "cand.json", "--baseline", "base.json", "-o", "p.html", cwd=self.tmp)[1:], ("", 0)
+        )
+        with open(os.path.join(self.tmp, "p.html"), encoding="utf-8") as f:
+            self.assertIn('<span class="badge">quarantined: not gated</span>', f.read())
         self.run_against(("asset-get-details",), {}, "--out", "unheld.json")
         self.assertEqual(run_cli("compare", "base.json", "unheld.json", cwd=self.tmp)[2], 1)

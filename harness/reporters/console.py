@@ -75,8 +75,11 @@ def plan_line(
     )
 
 
-def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Mapping[str, Any]) -> list[str]:
-    """What a run would do, with the backend's settings (secrets masked) and what each task expects."""
+def dry_run_lines(
+    plan: str, config: Config, tasks: Sequence[Task], settings: Mapping[str, Any], today: str
+) -> list[str]:
+    """What a run would do, with the backend's settings (secrets masked), what each task expects, and which tasks a
+    quarantine keeps out of the gate on today (UTC)."""
     shown = ", ".join(f"{key} {value}" for key, value in settings.items() if key != "url")
     width = max(len(task.id) for task in tasks)
     return [
@@ -85,6 +88,11 @@ def dry_run_lines(plan: str, config: Config, tasks: Sequence[Task], settings: Ma
         + (f", {shown}" if shown else ""),
         *(
             f"  {task.id:<{width}}  {task.category}  expects {expected_text(task)}{_over(task)}{_within(task)}"
+            + (
+                f", quarantined until {task.quarantine.until}"
+                if task.quarantine and task.quarantine.active(today)
+                else ""
+            )
             for task in tasks
         ),
         "nothing was sent",

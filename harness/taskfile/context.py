@@ -18,6 +18,7 @@ PLACEHOLDER = r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{[^}\s]*\}?"
 # Forbidden text is expanded where it is read: a canary's variable may be unset, which skips the check, not the run.
 FORBIDDEN_TEXT_ENTRY = r"\.expect\.forbiddenText\[\d+\]\Z"
 TASK_PATH = r"tasks\[\d+\]\Z"
+UNEXPANDED = ("comment", "quarantine")  # a task's keys whose text is never expanded
 NOTHING: dict[str, Any] = {}  # shared by every task with no scripted results or argument values; never changed
 
 
@@ -83,9 +84,9 @@ class Context:
             return [self.expand(item, f"{path}[{i}]") for i, item in enumerate(value)]
         if isinstance(value, dict):
             return {
-                # A comment is for the author, never sent: its text stays as written.
+                # A comment is for the author and a quarantine for the gate, neither ever sent: they stay as written.
                 key: item
-                if key == "comment" and re.match(TASK_PATH, path)
+                if key in UNEXPANDED and re.match(TASK_PATH, path)
                 else self.expand(item, f"{path}.{key}" if path else key)
                 for key, item in value.items()
             }
