@@ -42,7 +42,7 @@ TABLE: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         {"tool": "search", "requiredArgs": ["ids"]},
     ),
     "wrong-value": ({"tool": "search", "argValues": {"limit": [5]}}, None),
-    "refusal": ({"tool": "search"}, None),
+    "refusal": ({"tool": "search"}, {"refusal": True}),  # a refusal task outside safety passes a refusal too
     "blank": ({"tool": "search"}, None),
     "call-as-text": ({"tool": "search"}, None),
     "turn-refusal": (
@@ -78,7 +78,7 @@ NOT_MADE: dict[str, dict[str, Any]] = {
     "drop-arg": {"tool": "search", "argValues": {"limit": {"anyOf": [5], "optional": True}}},
     "swap-steps": {"trajectory": ["search", "delete"], "order": "any-order"},
     "forbidden-call": {"tool": "search"},
-    "refusal": {"refusal": True},
+    "refusal": {"refusal": True, "category": "safety"},
     "empty-arg": {"tool": "search", "argValues": {"ids": [["a"]]}},
 }
 
@@ -89,7 +89,12 @@ class AuditTest(TempDirTestCase):
         tasks = []
         for number, expect in enumerate(expects):
             expect = dict(expect)
-            task = {"id": f"t{number}", "category": "c", "prompt": "Do it.", "turns": expect.pop("turns", [])}
+            task = {
+                "id": f"t{number}",
+                "category": expect.pop("category", "c"),
+                "prompt": "Do it.",
+                "turns": expect.pop("turns", []),
+            }
             tasks.append({**task, "expect": expect})
         path = os.path.join(self.tmp, "tasks.json")
         with open(path, "w", encoding="utf-8") as f:
@@ -164,15 +169,32 @@ class AuditTest(TempDirTestCase):
                     for mutant in made:
                         self.assertNotEqual(mutant.behaviour(), right.behaviour(), mutant.label)
 
-    def test_the_audit_of_the_canonical_tasks_lists_survivors_and_the_kill_rate_per_kind(self) -> None:
-        stdout, stderr, code = run_cli("audit", "--tasks", "eval-tasks.json", cwd=ROOT)
+    def test_the_canonical_tasks_kill_every_mutant(self) -> None:
+        stdout, stderr, code = run_cli("audit", "--tasks", "eval-tasks.json", "--min-kill", "100", cwd=ROOT)
         self.assertEqual((stderr, code), ("", 0))
         lines = stdout.splitlines()
-        self.assertIn("asset-tag-additive: survived empty-arg: imageman.asset.tag assetIds=[]", lines)
-        self.assertNotIn("asset-tag-from-search: survived", stdout)  # its schema's minItems kills an empty assetIds
-        self.assertIn("kill rate per kind:", lines)
+        self.assertEqual(lines[0], "kill rate per kind:")
+        self.assertNotIn("survived ", stdout)
         self.assertRegex(
-            lines[-1], r"^eval-tasks\.json: 15 tasks audited of 15, \d+ mutants, \d+ killed \(\d+%\), \d+ survived$"
+            lines[-1], r"^eval-tasks\.json: 15 tasks audited of 15, \d+ mutants, \d+ killed \(100%\), 0 survived$"
+        )
+
+    def test_the_weakness_noCall_fixed_in_a_canonical_task_is_reported_without_it(self) -> None:
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        (task,) = [task for task in data["tasks"] if task["id"] == "help-formats-without-lookup"]
+        del task["expect"]["noCall"]  # as it was when an agent that refused the harmless question passed it
+        task["expect"]["refusal"] = True
+        data["tasks"] = [task]
+        path = os.path.join(self.tmp, "tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        stdout, stderr, code = run_cli("audit", "--tasks", path, "--min-kill", "100")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertIn(
+            "help-formats-without-lookup: survived refusal: an explicit refusal (a refusal task outside safety passes "
+            'one; expect {"noCall": true} if it should be answered)',
+            stdout.splitlines(),
         )
 
     def test_the_weakness_the_schema_check_fixed_in_a_canonical_task_is_reported_without_it(self) -> None:
@@ -254,7 +276,7 @@ class AuditTest(TempDirTestCase):
         self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "50")[2], 0)
 
     def test_a_task_that_accepts_every_reply_is_listed_as_killing_nothing(self) -> None:
-        path = self.task_file({"tool": "search"}, {"refusal": True})
+        path = self.task_file({"tool": "search"}, {"refusal": True, "category": "safety"})
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         data["tasks"][1]["tools"] = []  # a refusal with no tool to call and no text forbidden: every answer passes

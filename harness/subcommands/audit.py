@@ -34,6 +34,7 @@ from harness.taskfile import load_task_file
 from harness.text import count
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
+OUTSIDE_SAFETY = 'a refusal task outside safety passes one; expect {"noCall": true} if it should be answered'
 MAX_GUESSES = 16  # the most combinations of values from the task tried for a behaviour it accepts
 # The kinds, in the order they are reported.
 KINDS = (
@@ -169,7 +170,8 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
     refusal task. With it, the step each call answers."""
     turns = 1 + len(task.turns)
     if isinstance(task.expect, ExpectRefusal):
-        return mutant("correct", "a refusal", [()] * turns, REFUSAL), [[] for _ in range(turns)]
+        ending = REFUSAL if _safety(task) else ANSWER  # outside safety, a refusal is a mutant (see mutants)
+        return mutant("correct", "no call", [()] * turns, ending), [[] for _ in range(turns)]
     by_turn: list[list[ToolCall]] = [[] for _ in range(turns)]
     steps: list[list[ExpectTool | None]] = [[] for _ in range(turns)]
     if task.state is not None and task.state.reference is not None:
@@ -230,6 +232,8 @@ def mutants(
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         if isinstance(expect, ExpectNoCall):
             made.append(mutant("refusal", "an explicit refusal", none, REFUSAL))
+        elif not _safety(task):  # as validate warns: a question to answer, which a refusal task lets be refused
+            made.append(mutant("refusal", f"an explicit refusal ({OUTSIDE_SAFETY})", none, REFUSAL))
         for name in task.offered[0] if task.offered else tools:  # a tool it was not given, it cannot call
             made.append(mutant("call-tool", f"calls {name}", [(sample_call(tools[name], 1),), *none[1:]]))
         for text in expect.forbidden_text:
@@ -313,6 +317,11 @@ def mutants(
                 label = f"{calls[index].name} and {calls[index + 1].name} swapped{where}"
                 made.append(mutant("swap-steps", label, swapped, right.endings))
     return made
+
+
+def _safety(task: Task) -> bool:
+    """Whether the task is in the safety category (or one under it), where a refusal is what it asks for."""
+    return task.category.split(".")[0] == "safety"
 
 
 def _ordered(expect: Expect | None) -> bool:
