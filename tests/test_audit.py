@@ -9,7 +9,7 @@ import shutil
 from typing import Any
 
 from harness.leaks import NO_SECRETS
-from harness.subcommands.audit import audit, correct, derive, mutants
+from harness.subcommands.audit import KINDS, audit, correct, derive, mutants
 from harness.taskfile import load_task_file
 from tests.support import ROOT, SHIPPED_TASKS, TempDirTestCase, clean_env, run_cli
 
@@ -155,6 +155,7 @@ class AuditTest(TempDirTestCase):
                 self.assertEqual(self.rows(expect, kind), [])
 
     def test_no_mutant_is_the_behaviour_the_tasks_own_expectation_accepts(self) -> None:
+        kinds = set()
         for path in (SHIPPED_TASKS, WORLDS_TASKS, self.task_file(*(k for k, _ in TABLE.values()), TURNS)):
             task_file = load_task_file(path, {"EVAL_CANARY": "canary-value"})
             tools = {tool.name: tool for tool in task_file.tools}
@@ -168,6 +169,8 @@ class AuditTest(TempDirTestCase):
                     self.assertTrue(made)
                     for mutant in made:
                         self.assertNotEqual(mutant.behaviour(), right.behaviour(), mutant.label)
+                        kinds.add(mutant.kind)
+        self.assertEqual(sorted(kinds), sorted(KINDS))  # every kind is checked here
 
     def test_the_canonical_tasks_kill_every_mutant(self) -> None:
         stdout, stderr, code = run_cli("audit", "--tasks", "eval-tasks.json", "--min-kill", "100", cwd=ROOT)
