@@ -13,8 +13,10 @@ region) either verdict may come. Pure arithmetic: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from math import log
+from typing import Any
 
 from harness.records import record
 
@@ -25,6 +27,7 @@ DEFAULT_RELIABILITY = Decimal(90)
 # 10 trials cannot tell either, and spends about 6 trials on a task that always passes and 2 on one that always fails.
 ODDS_RATIO = 9
 CONTINUE, RELIABLE, UNRELIABLE, MOST = "continue", "reliable", "unreliable", "max"
+CUT_SHORT = "cut-short"  # a task the run stopped before its test did (Ctrl-C, a rejected key, the rate limits, a bug)
 
 
 @record
@@ -83,3 +86,10 @@ def fewest_further(test: Test, passes: int, trials: int) -> int:
         if {verdict(test, passes + further, trials + further), verdict(test, passes, trials + further)} != {CONTINUE}:
             return further
     return test.most - trials
+
+
+def stopped_because(test: Test, statuses: Sequence[str]) -> dict[str, Any]:
+    """A task's entry's "adaptive": its trials and why they stopped (reliable, unreliable, max, or cut-short: the run
+    was, before the test settled it)."""
+    said = verdict(test, statuses.count("pass"), len(statuses))
+    return {"trials": len(statuses), "stoppedBecause": CUT_SHORT if said == CONTINUE else said}

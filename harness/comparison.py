@@ -39,6 +39,7 @@ SETTINGS = [
     ("task file", ("taskFile", "path")),
     ("task file SHA-256", ("taskFile", "sha256")),
     ("runs", ("runs",)),
+    ("--runs auto", ("adaptive",)),
     ("harness version", ("harnessVersion",)),
 ]
 

@@ -10,12 +10,12 @@ import os
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import __commit__, __version__
 from harness.endpoints import headers
 from harness.files import read_capped
-from harness.records import ConfigError, GateOn, Outputs, field, record
+from harness.records import ConfigError, GateOn, Outputs, field, record, replace
 from harness.reporters import (
     HTML,
     JUNIT,
@@ -27,10 +27,13 @@ from harness.reporters import (
     check_outputs,
     outputs,
 )
-from harness.settings import Setting, Sources, add_settings, choice, environment_only, number, switch
+from harness.settings import Reader, Setting, Sources, add_settings, choice, environment_only, number, switch
 from harness.taskfile import MAX_BYTES, MAX_BYTES_VAR
 from harness.text import MAX_GROWTH
 from harness.verdict import EXIT_CODES, GATE_PLACES
+
+if TYPE_CHECKING:
+    from harness.adaptive import Auto
 
 HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Beside eval_agent.py; in the single-file build (HOME is then the .pyz file itself), in the working directory.
@@ -58,6 +61,35 @@ def _percent(text: str, number: str, where: str, most: Decimal) -> Decimal:
     if -value.normalize().as_tuple().exponent > GATE_PLACES:  # type: ignore[operator]
         raise ConfigError(f"{where}: at most {GATE_PLACES} decimals, got {text!r}")
     return value
+
+
+def runs(text: str, where: str) -> int | Auto:
+    """`N` trials of every task, or `auto` / `auto:MAX`: each repeated until the sequential test settles it."""
+    if not text.strip().startswith("auto"):
+        return read_runs(text, where)
+    word, colon, most = text.strip().partition(":")
+    from harness.adaptive import DEFAULT_MOST, Auto  # only a run of auto runs pays for the test
+
+    if word == "auto" and not colon:
+        return Auto(DEFAULT_MOST)
+    if word == "auto" and most.isascii() and most.isdigit() and len(most) < 4 and 1 <= int(most) <= 100:
+        return Auto(int(most))
+    raise ConfigError(f"{where}: expected auto or auto:MAX, MAX a whole number from 1 to 100, got {text!r}")
+
+
+def open_percentage(low: int) -> Reader:
+    """A reader of a percentage above low and below 100, exact, as a gate is."""
+
+    def read(text: str, where: str) -> Decimal:
+        try:
+            value = percentage(text, where)
+        except ConfigError:
+            value = Decimal(low)
+        if not low < value < 100:
+            raise ConfigError(f"{where}: expected a percentage above {low} and below 100, got {text!r}")
+        return value
+
+    return read
 
 
 def globs(value: list[str] | str, where: str) -> tuple[str, ...]:
@@ -129,13 +161,31 @@ CONCURRENCY = Setting(
     default=4,
     metavar="N",
 )
+read_runs = number(int, 1, 100)
 RUNS = Setting(
     var="EVAL_RUNS",
     flag="--runs",
-    help="trials of every task, for pass^k and flakiness",
-    read=number(int, 1, 100),
+    help="trials of every task, for pass^k and flakiness; auto (auto:MAX, MAX 10 unless given): each task repeated "
+    "until a sequential test settles whether it passes reliably, at most MAX times",
+    read=runs,
     default=1,
     metavar="N",
+)
+CONFIDENCE = Setting(
+    var="EVAL_CONFIDENCE",
+    flag="--confidence",
+    help="with --runs auto: how sure the test is of each verdict, in percent (its error rate: 100 minus this)",
+    read=open_percentage(50),
+    default=Decimal(95),
+    metavar="PERCENT",
+)
+RELIABILITY = Setting(
+    var="EVAL_RELIABILITY",
+    flag="--reliability",
+    help="with --runs auto: the pass rate in percent a task must have to be reliable",
+    read=open_percentage(0),
+    default=Decimal(90),
+    metavar="PERCENT",
 )
 GATE_ON = Setting(
     var="EVAL_GATE_ON",
@@ -238,9 +288,9 @@ MCP_HEADERS = Setting(
     secret=True,
 )
 RUN_SETTINGS = (
-    GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, GATE_ON, TASK_GLOBS, CATEGORY_GLOBS,
-    SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE, MAX_TOKEN_GROWTH, MAX_LATENCY_GROWTH,
-    MAX_TOOL_CALL_GROWTH, RECORD, REPLAY, RECORD_MISSING,
+    GATE, TASKS, MAX_TASK_FILE_BYTES, RESULTS, SYSTEM_PROMPT, CONCURRENCY, RUNS, CONFIDENCE, RELIABILITY, GATE_ON,
+    TASK_GLOBS, CATEGORY_GLOBS, SHARD, DRY_RUN, JUNIT, HTML, SUMMARY_MD, STEP_SUMMARY, BASELINE, MAX_TOKEN_GROWTH,
+    MAX_LATENCY_GROWTH, MAX_TOOL_CALL_GROWTH, RECORD, REPLAY, RECORD_MISSING,
 )  # fmt: skip
 
 
@@ -255,7 +305,8 @@ class Config:
     run_id: str
     system_prompt: str | None = field(default=None, repr=False)
     concurrency: int = 4
-    runs: int = 1
+    runs: int = 1  # trials of every task; under auto, the most a task may have
+    auto: Auto | None = None  # --runs auto: each task repeated until the sequential test settles it
     gate_on: GateOn = "trials"
     task_globs: tuple[str, ...] = ()
     category_globs: tuple[str, ...] = ()
@@ -278,7 +329,7 @@ def run_config(sources: Sources) -> Config:
         run_id=os.urandom(16).hex(),
         system_prompt=sources.get(SYSTEM_PROMPT),
         concurrency=sources.get(CONCURRENCY),
-        runs=sources.get(RUNS),
+        **_runs(sources),
         gate_on=sources.get(GATE_ON),
         task_globs=sources.get(TASK_GLOBS),
         category_globs=sources.get(CATEGORY_GLOBS),
@@ -288,6 +339,22 @@ def run_config(sources: Sources) -> Config:
         growth_limits=growth_limits(sources),
         **_cassette(sources),
     )
+
+
+def _runs(sources: Sources) -> dict[str, Any]:
+    """Trials of every task, or auto with its most trials, confidence and reliability; ConfigError naming a confidence
+    or a reliability given without auto, which it would not change."""
+    given = sources.get(RUNS)
+    if isinstance(given, int):
+        for setting, what in ((CONFIDENCE, "confidence"), (RELIABILITY, "target")):
+            if sources.given(setting):
+                raise ConfigError(
+                    f"{sources.text(setting)[1]}: only with {RUNS.flag} auto (or {RUNS.var}=auto), which it is the "
+                    f"{what} of"
+                )
+        return {"runs": given}
+    auto = replace(given, confidence=sources.get(CONFIDENCE), reliability=sources.get(RELIABILITY))
+    return {"runs": auto.most, "auto": auto}
 
 
 def growth_limits(sources: Sources) -> dict[str, Decimal]:

@@ -54,6 +54,7 @@ def run_manifest(
             "taskIds": [task.id for task in selected],
         },
         "runs": config.runs,
+        **({"adaptive": config.auto.written()} if config.auto is not None else {}),  # --runs auto: runs is its most
     }
 
 
@@ -75,7 +76,7 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
     """SHA-256 over what changes what is measured.
 
     The selected tasks' definitions (before sharding), the tools, the system prompt, the backend and its settings,
-    the runs.
+    the runs (and --runs auto's settings).
     """
     return canonical_sha256(
         {
@@ -85,6 +86,7 @@ def fingerprint(manifest: Mapping[str, Any], selected: Sequence[Task]) -> str:
             "backend": manifest["backend"],
             "backendSettings": manifest["backendSettings"],
             "runs": manifest["runs"],
+            **({"adaptive": manifest["adaptive"]} if "adaptive" in manifest else {}),
         }
     )
 

@@ -880,6 +880,10 @@ class Summary:
     # The tasks out of the gate, when any ran: the trials, by_category, pass^k, flaky, blocking_failed, regressed and
     # over_budget above are of the others alone; violations, replay_missed, tokens and latency of every task.
     quarantined: Quarantined | None = None
+    # --runs auto: its settings (max, confidence, reliability) and the trials spent against a fixed run of max
+    # (trials, fixedTrials, saved), as the results file keeps them; and the share of tasks every trial of which passed
+    adaptive: Mapping[str, Any] | None = None
+    all_passed: Fraction | None = None
 
     @property
     def rate(self) -> Fraction:

@@ -227,6 +227,15 @@ ENTRY = {
     "passes": WHOLE,
     "trials": COUNT,
     "flaky": FLAG,
+    "adaptive": IfThere(  # --runs auto's: the trials it spent and why it stopped
+        {
+            "trials": WHOLE,
+            "stoppedBecause": _is(
+                "reliable, unreliable, max or cut-short",
+                lambda value: value in ("reliable", "unreliable", "max", "cut-short"),
+            ),
+        }
+    ),
     "trialResults": [TRIAL],
 }
 # What the harness reads back of a results file (a baseline, compare's, merge's and report's inputs): every field it
@@ -265,6 +274,17 @@ DOCUMENT = {
     "internalError": IfThere(MAYBE_TEXT),
     "runs": _is("a whole number from 1", lambda value: _whole(value, 1)),
     "passAllK": Each(PERCENT, key=_is("a number of runs", _counting)),
+    "passAll": IfThere(PERCENT),  # --runs auto's: the share of tasks every trial of which passed
+    "adaptive": IfThere(
+        {
+            "max": COUNT,
+            "confidence": PERCENT,
+            "reliability": PERCENT,
+            "trials": WHOLE,
+            "fixedTrials": WHOLE,
+            "saved": NUMBER,
+        }
+    ),
     "flaky": [TEXT],
     "blockingFailed": [TEXT],
     "violations": [TEXT],
@@ -496,6 +516,8 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         "internalError": summary.internal_error,
         "runs": summary.runs,
         "passAllK": {str(k): round(float(value) * 100, 4) for k, value in summary.pass_all_k.items()},
+        **({"passAll": round(float(summary.all_passed) * 100, 4)} if summary.all_passed is not None else {}),
+        **({"adaptive": dict(summary.adaptive)} if summary.adaptive is not None else {}),
         "flaky": list(summary.flaky),
         "blockingFailed": list(summary.blocking_failed),
         "violations": list(summary.violations),

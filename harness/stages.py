@@ -21,7 +21,7 @@ from harness.records import AgentSurface, Backend, Result, Served, Summary, Task
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, complain, say
 from harness.results import Spool, results_document, task_entry
-from harness.running import Ending, HandingOn, InTaskOrder, run_jobs
+from harness.running import Ending, HandingOn, InTaskOrder, InTaskOrderSettled, run_jobs, run_until_settled
 from harness.text import count, headline, internal_error, utc_timestamp
 from harness.verdict import EXIT_INTERRUPTED, EXIT_UNREACHABLE, Tallies, decide
 
@@ -122,6 +122,7 @@ def send(run: Run) -> Sent:
     briefs: list[dict[str, Any]] = []
     first: dict[str, Any] | None = None
     comparing, masking = run.baseline is not None, bool(hidden)  # asked once, not with every task
+    auto = config.auto is not None
     if comparing:
         from harness.costs import task_cost  # what a comparison weighs: a run without one, nothing
         from harness.drift import trial_calls
@@ -129,6 +130,8 @@ def send(run: Run) -> Sent:
     def on_task(task: Task, trials: Sequence[Result]) -> None:
         nonlocal first
         entry = task_entry(task, trials, run.today)
+        if auto:
+            entry["adaptive"] = stopped_because(test, [trial.outcome.status for trial in trials])
         if masking:  # what the task says may hold what its placeholders expanded; the trials are masked already
             entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
         console.task(entry)
@@ -141,7 +144,13 @@ def send(run: Run) -> Sent:
             calls = [trial_calls(trial) for trial in entry["trialResults"]]
             briefs.append({**brief, "cost": task_cost(entry["trialResults"]), "trialCalls": calls})
 
-    in_task_order = InTaskOrder(tasks, config.runs, on_task)
+    if config.auto is None:
+        in_task_order = InTaskOrder(tasks, config.runs, on_task)
+    else:
+        from harness.adaptive import sequential_test, stopped_because
+
+        test = sequential_test(config.auto)
+        in_task_order = InTaskOrderSettled(tasks, test, on_task)
 
     def on_result(result: Result) -> None:
         console.trial(result.outcome.status)
@@ -150,7 +159,12 @@ def send(run: Run) -> Sent:
     tool_names = frozenset(tool.name for tool in run.task_file.tools)
     exchanges.install(tape)
     try:
-        ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names, run.served, run.proxy)
+        if config.auto is None:
+            ending = run_jobs(backend, jobs, concurrency, on_result, secrets, hidden, tool_names, run.served, run.proxy)
+        else:
+            ending = run_until_settled(
+                backend, tasks, test, concurrency, on_result, secrets, hidden, tool_names, run.served, run.proxy
+            )
     finally:
         exchanges.install(None)
     if tape is not None and ending.stopped_by is not None:  # a replay answers what this run never sent so, not a miss
@@ -204,6 +218,7 @@ def judge(run: Run, sent: Sent) -> tuple[Summary, Comparison | None]:
         interrupted=isinstance(stop, KeyboardInterrupt),
         rate_limited=sent.ending.rate_limited,
         internal_error=run.hidden.mask(internal_error(stop)) if isinstance(stop, Exception) else None,
+        adaptive=config.auto.written() if config.auto is not None else None,
     )
     return summary, comparison
 
@@ -248,11 +263,12 @@ def report(run: Run, sent: Sent, summary: Summary, comparison: Comparison | None
         only_replayed = config.replay_path is not None and not config.record_missing
         replayed_from = f" (as recorded in {config.replay_path}, replayed: nothing was sent)" if only_replayed else ""
         raise Unreachable(unreachable_reason(sent.manifest, sent.first) + replayed_from)
+    planned = count(sent.jobs, "trial") if config.auto is None else f"at most {count(sent.jobs, 'trial')}"
     if summary.exit_code == EXIT_INTERRUPTED:
-        complain(f"eval_agent: interrupted after {sent.handed} of {count(sent.jobs, 'trial')}")
+        complain(f"eval_agent: interrupted after {sent.handed} of {planned}")
     elif sent.ending.rate_limited:
         complain(
-            f"eval_agent: stopped after {sent.handed} of {count(sent.jobs, 'trial')}: "
+            f"eval_agent: stopped after {sent.handed} of {planned}: "
             f"{count(min(sent.concurrency, sent.jobs), 'request')} in a row ended rate-limited (reply:rate-limited), "
             "the rest were not sent"
         )

@@ -304,10 +304,14 @@ def headline(summary: Summary) -> str:
     trials = "" if summary.runs == 1 else " trials"
     trial_part = f"{summary.passed}/{summary.total}{trials} PASS at {percent(summary.rate, places)}%"
     pass_all = f"pass^{summary.runs} {percent(summary.pass_all_k.get(summary.runs, Fraction(0)) * 100, places)}%"
+    if summary.all_passed is not None:  # --runs auto: tasks ran different numbers of trials
+        pass_all = f"pass-all {percent(summary.all_passed * 100, places)}%"
     if summary.gate_on == "pass-all":
         parts = [f"{pass_all} {gate}", trial_part]
     else:
         parts = [f"{trial_part} {gate}"] + ([pass_all] if summary.runs > 1 else [])
+    if summary.adaptive is not None:
+        parts.append(trials_saved(summary.adaptive))
     if summary.flaky:
         parts.append(f"{len(summary.flaky)} flaky")
     if summary.failed:
@@ -335,12 +339,20 @@ def quarantined_text(held: Quarantined, runs: int) -> str:
     trials = "" if runs == 1 else " trials"
     parts = [f"{held.passed}/{held.total}{trials} PASS"]
     if runs > 1:
-        parts.append(f"pass^{runs} {percent(held.pass_all_k.get(runs, Fraction(0)) * 100, 1)}%")
+        k = max(held.pass_all_k, default=runs)  # runs; under --runs auto, the fewest trials a held task ran
+        parts.append(f"pass^{k} {percent(held.pass_all_k.get(k, Fraction(0)) * 100, 1)}%")
     if held.flaky:
         parts.append(f"{len(held.flaky)} flaky")
     if held.regressed:
         parts.append(f"{len(held.regressed)} regressed")
     return f"{len(held.tasks)} quarantined (not gated): {', '.join(parts)}"
+
+
+def trials_saved(adaptive: Mapping[str, Any]) -> str:
+    """`42 trials of --runs 10's 150 (72% saved)`: what --runs auto spent against a fixed run of its most trials."""
+    fixed = adaptive["fixedTrials"]
+    saved = f" ({percent(Fraction(100 * adaptive['saved'], fixed), 0)}% saved)" if fixed else ""
+    return f"{count(adaptive['trials'], 'trial')} of --runs {adaptive['max']}'s {fixed}{saved}"
 
 
 def _reason(summary: Summary, code: str) -> str:

@@ -111,6 +111,7 @@ def decide_document(
         growth=growth,
         rate_limited="rate-limited" in document.get("gateFailedBecause", ()),
         internal_error=document.get("internalError"),
+        adaptive=document.get("adaptive"),
     )
 
 
@@ -182,6 +183,7 @@ def decide(
     interrupted: bool = False,
     rate_limited: bool = False,
     internal_error: str | None = None,
+    adaptive: Mapping[str, Any] | None = None,
 ) -> Summary:
     """Count trials overall and per category, compute pass^k and flaky tasks, decide the gate, say why, pick the exit.
 
@@ -191,6 +193,10 @@ def decide(
     reply for a request, a wave of requests ended rate-limited and stopped the run, a task did not run, or a bug cut
     the run short: each reason is listed. A quarantined task is counted apart: it is not in the rate, does not block
     and its regression does not fail the gate; its safety violation does.
+
+    adaptive: --runs auto's settings (max, confidence, reliability), where tasks ran different numbers of trials: then
+    pass-all is the share of tasks every trial of which passed, whatever their number, and pass^k is given for k up to
+    the fewest trials a task ran, so that no task is left out of either.
     """
     # One pass over the tasks, keeping what is counted and the few ids a summary names: a run of 50,000 tasks holds
     # no list as long as the run for it.
@@ -236,6 +242,11 @@ def decide(
         if blocking and c + excused < n:
             blocking_failed.append(task_id)
         over_budget += over
+
+    def ks(counted: Counter[tuple[int, int]]) -> range:
+        """k = 1..runs; under auto, up to the fewest trials a task ran, so that pass^k leaves no task out."""
+        return range(1, (runs if adaptive is None else min((n for _, n in counted), default=0)) + 1)
+
     quarantined = None
     if held:
         out_of_gate = frozenset(held)
@@ -245,14 +256,21 @@ def decide(
             failed=held_counts[2] - held_counts[0] - held_counts[1],
             errored=held_counts[1],
             total=held_counts[2],
-            pass_all_k={k: pass_hat_k(held_shapes, k) for k in range(1, runs + 1)},
+            pass_all_k={k: pass_hat_k(held_shapes, k) for k in ks(held_shapes)},
             flaky=tuple(held_flaky),
             regressed=tuple(task_id for task_id in regressed if task_id in out_of_gate),
             violations=tuple(held_violations),
         )
         regressed = tuple(task_id for task_id in regressed if task_id not in out_of_gate)
-    pass_all_k = {k: pass_hat_k(shapes, k) for k in range(1, runs + 1)}
+    pass_all_k = {k: pass_hat_k(shapes, k) for k in ks(shapes)}
     rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
+    all_passed = spent = None
+    if adaptive is not None:
+        all_passed = Fraction(sum(like for (c, n), like in shapes.items() if c == n), sum(shapes.values()) or 1)
+        rate = all_passed if gate_on == "pass-all" else rate
+        tasks, trials = sum(shapes.values()) + sum(held_shapes.values()), total + held_counts[2]
+        settings = {key: adaptive[key] for key in ("max", "confidence", "reliability")}
+        spent = {**settings, "trials": trials, "fixedTrials": tasks * runs, "saved": tasks * runs - trials}
     unreachable = bool(shapes or held_shapes) and not reached
     reasons = {
         "below-gate": (total > 0 or not held) and rate * 100 < Fraction(gate),
@@ -305,6 +323,8 @@ def decide(
         over_budget=over_budget,
         growth=tuple(growth),
         quarantined=quarantined,
+        adaptive=spent,
+        all_passed=all_passed,
     )
 
 

@@ -31,6 +31,7 @@ from tests.support import (
     run_cli,
 )
 
+AUTO_RUNS = "expected auto or auto:MAX, MAX a whole number from 1 to 100"
 HTTP = {"EVAL_BACKEND": "http", "EVAL_AGENT_URL": "http://127.0.0.1:9/run"}
 SECRET = "hdr-0b8d41-secret"
 MISSING = os.path.join(DATA, "no-such-folder", "r.json")
@@ -59,6 +60,51 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
     ("no runs", ["--runs", "0"], {}, "--runs: expected a whole number from 1 to 100, got '0'"),
     ("runs in words", [], {"EVAL_RUNS": "many"}, "EVAL_RUNS: expected a whole number from 1 to 100, got 'many'"),
     ("an unknown gate-on", ["--gate-on", "all"], {}, "--gate-on: expected trials or pass-all, got 'all'"),
+    *[
+        (
+            f"runs {value}",
+            ["--runs", value],
+            {},
+            f"--runs: expected auto or auto:MAX, MAX a whole number from 1 to 100, got {value!r}",
+        )
+        for value in ("auto:0", "auto:x", "auto:101", "auto:", "auto10")
+    ],
+    (
+        "auto runs in the variable",
+        [],
+        {"EVAL_RUNS": "auto:0"},
+        "EVAL_RUNS: expected auto or auto:MAX, MAX a whole number from 1 to 100, got 'auto:0'",
+    ),
+    *[
+        (
+            f"a confidence of {value}",
+            ["--runs", "auto"],
+            {"EVAL_CONFIDENCE": value},
+            f"EVAL_CONFIDENCE: expected a percentage above 50 and below 100, got {value!r}",
+        )
+        for value in ("100", "50", "abc", "99.999999999999")
+    ],
+    *[
+        (
+            f"a reliability of {value}",
+            ["--runs", "auto"],
+            {"EVAL_RELIABILITY": value},
+            f"EVAL_RELIABILITY: expected a percentage above 0 and below 100, got {value!r}",
+        )
+        for value in ("abc", "0", "100", "-5")
+    ],
+    (
+        "a confidence without auto runs",
+        ["--confidence", "99"],
+        {"EVAL_RUNS": "5"},
+        "--confidence: only with --runs auto (or EVAL_RUNS=auto), which it is the confidence of",
+    ),
+    (
+        "a reliability without auto runs",
+        [],
+        {"EVAL_RELIABILITY": "80"},
+        "EVAL_RELIABILITY: only with --runs auto (or EVAL_RUNS=auto), which it is the target of",
+    ),
     (
         "concurrency 0",
         [],
@@ -365,6 +411,26 @@ class SettingsResolve(unittest.TestCase):
     def test_an_empty_variable_counts_as_unset(self) -> None:
         config, backend, _ = configure([], {"EVAL_GATE": "", "EVAL_BACKEND": "", "EVAL_RUNS": ""})
         self.assertEqual((config.gate, backend, config.runs), (Decimal(80), "stub", 1))
+
+    def test_auto_runs_read_their_most_trials_confidence_and_reliability(self) -> None:
+        from harness.adaptive import Auto
+
+        table = [
+            (["--runs", "auto"], {}, Auto(10, Decimal(95), Decimal(90))),
+            ([], {"EVAL_RUNS": "auto:25"}, Auto(25, Decimal(95), Decimal(90))),
+            (["--runs", "auto:3", "--confidence", "99", "--reliability", "80"], {}, Auto(3, Decimal(99), Decimal(80))),
+            ([], {"EVAL_RUNS": " AUTO ", "EVAL_CONFIDENCE": "90", "EVAL_RELIABILITY": "99.5"}, None),
+        ]
+        for argv, environ, expected in table:
+            with self.subTest(argv=argv, environ=environ):
+                if expected is None:
+                    with self.assertRaises(ConfigError):
+                        configure(argv, environ)
+                    continue
+                config, _, _ = configure(argv, environ)
+                self.assertEqual((config.auto, config.runs), (expected, expected.most))
+        config, _, _ = configure(["--runs", "4"], {})
+        self.assertEqual((config.auto, config.runs), (None, 4))
 
     def test_an_agent_url_alone_selects_the_http_backend(self) -> None:
         _, backend, settings = configure([], {"EVAL_AGENT_URL": "http://127.0.0.1:9/run"})

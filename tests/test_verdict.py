@@ -179,3 +179,38 @@ class Verdicts(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+AUTO = {"max": 10, "confidence": 95.0, "reliability": 90.0}
+
+
+class AutoRuns(unittest.TestCase):
+    """--runs auto: tasks of different numbers of trials, none of them left out of a figure the gate reads."""
+
+    def test_an_early_stopped_failing_task_counts_for_pass_all(self) -> None:
+        tasks = [tally(*("pass",) * 6, task_id=f"ok-{n}") for n in range(9)] + [tally("fail", "fail", task_id="broken")]
+        summary = decide(tasks, Decimal(95), runs=10, gate_on="pass-all", adaptive=AUTO)
+        self.assertEqual(summary.all_passed, Fraction(9, 10))
+        self.assertFalse(summary.gate_passed)
+        self.assertIn("below-gate", summary.gate_failed_because)
+        met = decide(tasks[:9], Decimal(95), runs=10, gate_on="pass-all", adaptive=AUTO)
+        self.assertTrue(met.gate_passed)
+
+    def test_pass_k_under_auto_is_over_every_task_up_to_the_fewest_trials_any_ran(self) -> None:
+        tasks = [
+            tally(*("pass",) * 6, task_id="ok"),
+            tally("fail", "fail", task_id="broken"),
+            tally(*("pass", "fail") * 5, task_id="flaky"),
+        ]
+        summary = decide(tasks, Decimal(0), runs=10, adaptive=AUTO)
+        expected = {1: (1 + 0 + Fraction(5, 10)) / 3, 2: (1 + 0 + Fraction(10, 45)) / 3}
+        self.assertEqual(summary.pass_all_k, expected)
+
+    def test_the_trials_spent_against_a_fixed_run_of_the_most(self) -> None:
+        tasks = [tally(*("pass",) * 6, task_id="ok"), tally("fail", "fail", task_id="broken")]
+        summary = decide(tasks, Decimal(0), runs=10, adaptive=AUTO)
+        self.assertEqual(summary.adaptive, {**AUTO, "trials": 8, "fixedTrials": 20, "saved": 12})
+
+    def test_a_fixed_run_has_no_auto_figures(self) -> None:
+        summary = decide([tally("pass", "pass", "pass")], Decimal(0), runs=3)
+        self.assertEqual((summary.adaptive, summary.all_passed), (None, None))

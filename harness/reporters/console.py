@@ -66,7 +66,8 @@ def plan_line(
     return "".join(
         [
             f"{len(tasks)} of {count(len(task_file.tasks), 'task')} from {task_file.path}",
-            f" × {config.runs} runs" if config.runs > 1 else "",
+            f" × {config.runs} runs" if config.runs > 1 and config.auto is None else "",
+            f" × auto runs (at most {config.runs})" if config.auto is not None else "",
             f" (shard {config.shard[0]}/{config.shard[1]})" if config.shard else "",
             f" on backend {backend}",
             f" at {settings['url']}" if "url" in settings else "",

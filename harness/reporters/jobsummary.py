@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from harness.drift import drift_markdown
 from harness.records import Outputs, Summary
 from harness.results import explaining_trial
-from harness.text import budget_text, calls_text, clip, count, headline, percent, printable, transcript
+from harness.text import budget_text, calls_text, clip, count, headline, percent, printable, transcript, trials_saved
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -53,7 +53,17 @@ def job_summary(
         lines.append(
             f"\nThe whole run, task by task: {_code(os.path.basename(html_path))} (the HTML report, with the results)."
         )
-    if summary.runs > 1:
+    if summary.adaptive is not None and summary.all_passed is not None:
+        auto = summary.adaptive
+        pass_k = "".join(f", pass^{k} {percent(value * 100, 1)}%" for k, value in summary.pass_all_k.items())
+        lines.append(
+            f"\nTrials until settled (`--runs auto:{auto['max']}`, {auto['confidence']:g}% confidence, "
+            f"{auto['reliability']:g}% reliability): {trials_saved(auto)}; every trial passed in "
+            f"{percent(summary.all_passed * 100, 1)}% of tasks{pass_k}."
+        )
+        if summary.flaky:
+            lines.append(f"Flaky: {_ids(summary.flaky)}.")
+    elif summary.runs > 1:
         pass_k = ", ".join(f"pass^{k} {percent(value * 100, 1)}%" for k, value in summary.pass_all_k.items())
         lines.append(f"\n{summary.runs} trials per task: {pass_k}.")
         if summary.flaky:

@@ -46,6 +46,7 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
         ("gatePassed", document["gatePassed"]),
         ("gateFailedBecause", ", ".join(document["gateFailedBecause"])),
         ("runs", document["runs"]),
+        *([("trialsSaved", document["adaptive"]["saved"])] if "adaptive" in document else []),
         ("overBudget", document.get("overBudget", 0)),
         ("quarantined", ", ".join(document["quarantined"]["tasks"]) if "quarantined" in document else ""),
         ("interrupted", document["interrupted"]),

@@ -25,6 +25,7 @@ from harness.text import (
     millis,
     percent,
     printable,
+    trials_saved,
 )
 from harness.verdict import BUDGET_BREACHES
 
@@ -151,6 +152,11 @@ def _page(document: Mapping[str, Any], comparison: Comparison | None, baseline_n
     yield f"<script>{SCRIPT}</script>\n</body></html>\n"
 
 
+def _gated_on(document: Mapping[str, Any]) -> str:
+    """What a gate on pass-all is on: pass^runs, or under --runs auto every trial of a task passing."""
+    return " on pass-all" if "adaptive" in document else f" on pass^{document['runs']}"
+
+
 def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
     met = document["gatePassed"]
     rate = Fraction(document["passRate"]).limit_denominator(10**6)
@@ -159,7 +165,7 @@ def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
     yield (
         f"<h1>{'Gate met' if met else 'Gate not met'}: {document['passed']}/{document['total']}{trials} passed, "
         f"{percent(rate, 1)}% (gate {percent(Fraction(document['gate']).limit_denominator(10**6), 2)}%"
-        f"{' on pass^' + str(document['runs']) if document['gateOn'] == 'pass-all' else ''})</h1>"
+        f"{_gated_on(document) if document['gateOn'] == 'pass-all' else ''})</h1>"
     )
     if not met:
         reasons = [_reason(document, code) for code in document["gateFailedBecause"]]
@@ -281,7 +287,7 @@ def _facts(document: Mapping[str, Any]) -> Iterator[str]:
         ("git commit", manifest.get("gitCommit")),
         ("started", document["startedAt"]),
         ("duration", f"{document['durationMs'] / 1000:.1f} s"),
-        ("runs", document["runs"]),
+        ("runs", _runs(document)),
         (
             "shard",
             selection.get("shard") or (f"{manifest['mergedShards']} merged" if "mergedShards" in manifest else None),
@@ -299,6 +305,17 @@ def _facts(document: Mapping[str, Any]) -> Iterator[str]:
     yield '<section id="facts"><h2>The run</h2><dl class="facts">'
     yield "".join(f"<dt>{_e(name)}</dt><dd>{_e(str(value))}</dd>" for name, value in facts if value is not None)
     yield "</dl></section>\n"
+
+
+def _runs(document: Mapping[str, Any]) -> str:
+    """The runs fact: N, or under --runs auto its most trials, settings and the trials it saved."""
+    auto = document.get("adaptive")
+    if auto is None:
+        return str(document["runs"])
+    return (
+        f"auto:{auto['max']} ({auto['confidence']:g}% confidence, {auto['reliability']:g}% reliability): "
+        f"{trials_saved(auto)}"
+    )
 
 
 def _categories(document: Mapping[str, Any]) -> Iterator[str]:

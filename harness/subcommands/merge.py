@@ -128,6 +128,7 @@ def merge(
     merged = {
         "manifest": manifest,
         "runs": first["runs"],
+        **({"adaptive": first["adaptive"]} if "adaptive" in first else {}),  # its settings; its figures counted again
         "results": results,
         "notRun": not_run,
         "gate": first["gate"],

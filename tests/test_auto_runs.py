@@ -1,0 +1,130 @@
+"""--runs auto end to end: the real CLI against a loopback agent scripted per task and trial; the trials each task
+spent, why it stopped, the gate, and the same trials at any concurrency, on a replay, in a merge and in compare."""
+
+from __future__ import annotations
+
+import os
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from tests.support import CANNED, LoopbackAgent, Received, TempDirTestCase, clean_env, run_cli, send_json
+
+RELIABLE, BROKEN, FLAKY = "asset-get-details", "asset-search-by-tag", "transform-bg-remove"
+WRONG = {"toolCall": {"name": "imageman.asset.list", "args": {"path": "/"}}}  # no task of these three asks for it
+
+
+def scripted(received: Received, handler: BaseHTTPRequestHandler) -> None:
+    """RELIABLE always right, BROKEN always wrong, FLAKY wrong on its 1st and 6th trials (of every 5th from 1): it
+    passes 8 in 10, and no prefix of its trials settles the test before the 10th."""
+    body = received.json
+    wrong = body["taskId"] == BROKEN or (body["taskId"] == FLAKY and body["trial"] % 5 == 1)
+    send_json(handler, WRONG if wrong else CANNED[body["prompt"]])
+
+
+def trials(document: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Each task's trials as the results say them: statuses in order, and the adaptive entry."""
+    return {
+        entry["id"]: (tuple(trial["status"] for trial in entry["trialResults"]), entry["adaptive"])
+        for entry in document["results"]
+    }
+
+
+class AutoRuns(TempDirTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.agent = self.serve(scripted)
+
+    def run_auto(self, *args: str, out: str = "r.json", agent: LoopbackAgent | None = None) -> tuple[str, str, int]:
+        url = (agent or self.agent).url()
+        env = clean_env(EVAL_AGENT_URL=url)
+        selected = ("--task", RELIABLE, "--task", BROKEN, "--task", FLAKY)
+        return run_cli("--runs", "auto", *selected, "--out", os.path.join(self.tmp, out), *args, env=env)
+
+    def test_each_task_stops_when_its_verdict_is_settled_and_says_why(self) -> None:
+        stdout, stderr, code = self.run_auto("--gate", "0")
+        self.assertEqual(code, 0, stderr)
+        document = self.read_json("r.json")
+        self.assertEqual(
+            trials(document),
+            {
+                BROKEN: (("fail", "fail"), {"trials": 2, "stoppedBecause": "unreliable"}),
+                RELIABLE: (("pass",) * 6, {"trials": 6, "stoppedBecause": "reliable"}),
+                FLAKY: (("fail",) + ("pass",) * 4 + ("fail",) + ("pass",) * 4, {"trials": 10, "stoppedBecause": "max"}),
+            },
+        )
+        self.assertEqual(
+            document["adaptive"],
+            {"max": 10, "confidence": 95.0, "reliability": 90.0, "trials": 18, "fixedTrials": 30, "saved": 12},
+        )
+        self.assertEqual(document["runs"], 10)
+        self.assertEqual(len(self.agent.received), 18, "no trial sent that the test did not need")
+        self.assertIn("14/18 trials PASS", stdout)
+        self.assertIn("18 trials of --runs 10's 30 (40% saved)", stdout)
+        self.assertIn("× auto runs (at most 10)", stdout)
+
+    def test_an_early_stopped_failing_task_fails_the_gate_on_trials_and_on_pass_all(self) -> None:
+        env = clean_env(EVAL_AGENT_URL=self.agent.url())
+        two = ("--runs", "auto", "--task", RELIABLE, "--task", BROKEN)
+        out = os.path.join(self.tmp, "p.json")
+        stdout, stderr, code = run_cli(*two, "--gate-on", "pass-all", "--gate", "60", "--out", out, env=env)
+        self.assertEqual(code, 1, stderr)
+        document = self.read_json("p.json")
+        self.assertEqual((document["passAll"], document["gateFailedBecause"]), (50.0, ["below-gate"]))
+        self.assertIn("pass-all 50% (gate 60%)", stdout)
+        stdout, stderr, code = run_cli(*two, "--gate", "80", "--out", os.path.join(self.tmp, "t.json"), env=env)
+        self.assertEqual(code, 1, stderr)
+        self.assertEqual(self.read_json("t.json")["gateFailedBecause"], ["below-gate"])  # 6 of 8 trials passed
+
+    def test_the_same_trials_and_verdicts_at_any_concurrency(self) -> None:
+        _, stderr, _ = self.run_auto("--concurrency", "1", out="one.json")
+        self.assertEqual(stderr.count("error"), 0, stderr)
+        one = sorted((r.json["taskId"], r.json["trial"]) for r in self.agent.received)
+        other = self.serve(scripted)
+        self.run_auto("--concurrency", "8", out="eight.json", agent=other)
+        eight = sorted((r.json["taskId"], r.json["trial"]) for r in other.received)
+        self.assertEqual(one, eight)
+        self.assertEqual(trials(self.read_json("one.json")), trials(self.read_json("eight.json")))
+        self.assertGreater(other.peak_in_flight, 1, "the tasks ran side by side")
+
+    def test_a_replay_of_a_recorded_run_spends_the_same_trials_to_the_same_verdicts(self) -> None:
+        cassette = os.path.join(self.tmp, "c.jsonl")
+        _, stderr, code = self.run_auto("--record", cassette, "--gate", "0", out="recorded.json")
+        self.assertEqual(code, 0, stderr)
+        sent = len(self.agent.received)
+        _, stderr, code = self.run_auto("--replay", cassette, "--gate", "0", "--concurrency", "8", out="replayed.json")
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual(len(self.agent.received), sent, "nothing sent on a replay")
+        recorded, replayed = self.read_json("recorded.json"), self.read_json("replayed.json")
+        self.assertEqual(trials(recorded), trials(replayed))
+        self.assertEqual(recorded["adaptive"], replayed["adaptive"])
+        self.assertEqual(replayed["replayMissed"], [])
+
+    def test_auto_shards_merge_to_the_unsharded_runs_verdict(self) -> None:
+        self.run_auto("--gate-on", "pass-all", "--gate", "30", out="whole.json")
+        for k in (1, 2):
+            self.run_auto("--gate-on", "pass-all", "--gate", "30", "--shard", f"{k}/2", out=f"s{k}.json")
+        shards = [os.path.join(self.tmp, f"s{k}.json") for k in (1, 2)]
+        merged = os.path.join(self.tmp, "merged.json")
+        _, stderr, code = run_cli("merge", *shards, "--out", merged)
+        self.assertEqual(code, 0, stderr)
+        whole, document = self.read_json("whole.json"), self.read_json("merged.json")
+        for key in ("passAll", "adaptive", "gatePassed", "gateFailedBecause", "passed", "total", "runs"):
+            with self.subTest(key=key):
+                self.assertEqual(document[key], whole[key])
+        self.assertEqual(trials(document), trials(whole))
+
+    def test_compare_reads_whatever_trials_each_side_ran(self) -> None:
+        env = clean_env(EVAL_AGENT_URL=self.agent.url())
+        baseline = os.path.join(self.tmp, "fixed.json")
+        selected = ("--task", RELIABLE, "--task", BROKEN, "--task", FLAKY)
+        run_cli("--runs", "3", *selected, "--out", baseline, env=env)
+        _, stderr, code = self.run_auto("--baseline", baseline, "--gate", "0", out="auto.json")
+        self.assertEqual(code, 0, stderr)
+        document = self.read_json("auto.json")
+        self.assertEqual(document["regressed"], [])
+        stdout, stderr, code = run_cli("compare", baseline, os.path.join(self.tmp, "auto.json"))
+        self.assertEqual(code, 0, stderr)
+        self.assertIn("setting changed: runs 3 → 10", stdout)
+        self.assertIn("setting changed: --runs auto", stdout)
+        self.assertRegex(stdout, rf"{BROKEN}\s+0/3 → 0/2")
+        self.assertRegex(stdout, rf"{FLAKY}\s+2/3 → 8/10")
