@@ -4,10 +4,24 @@ spent, why it stopped, the gate, and the same trials at any concurrency, on a re
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support import CANNED, LoopbackAgent, Received, TempDirTestCase, clean_env, run_cli, send_json
+from tests.support import (
+    CANNED,
+    CLI_TIMEOUT,
+    SCRIPT,
+    LoopbackAgent,
+    Received,
+    TempDirTestCase,
+    clean_env,
+    run_cli,
+    send_json,
+    stop_signals_as_from_a_terminal,
+)
 
 RELIABLE, BROKEN, FLAKY = "asset-get-details", "asset-search-by-tag", "transform-bg-remove"
 WRONG = {"toolCall": {"name": "imageman.asset.list", "args": {"path": "/"}}}  # no task of these three asks for it
@@ -128,3 +142,29 @@ class AutoRuns(TempDirTestCase):
         self.assertIn("setting changed: --runs auto", stdout)
         self.assertRegex(stdout, rf"{BROKEN}\s+0/3 → 0/2")
         self.assertRegex(stdout, rf"{FLAKY}\s+2/3 → 8/10")
+
+    def test_ctrl_c_writes_the_trials_so_far_and_says_the_task_was_cut_short(self) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["trial"] == 4:
+                held.release.wait(CLI_TIMEOUT)  # hold the 4th trial until the test ends
+            scripted(received, handler)
+
+        held = self.serve(respond)
+        out = os.path.join(self.tmp, "cut.json")
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--runs", "auto", "--task", RELIABLE, "--concurrency", "1", "--out", out],
+            env=clean_env(EVAL_AGENT_URL=held.url()),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        held.wait_for_requests(4)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertIn("interrupted after 3 of at most 10 trials", stderr)
+        document = self.read_json("cut.json")
+        self.assertTrue(document["interrupted"])
+        self.assertEqual(trials(document), {RELIABLE: (("pass",) * 3, {"trials": 3, "stoppedBecause": "cut-short"})})
