@@ -175,21 +175,21 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
     baseline and the plan, with every check that can refuse it made (exit 2)."""
     task_file = load_task_file(config.tasks_path, max_bytes=config.max_task_file_bytes)
     refuse_unknown(os.environ, DECLARED, task_file.variables)
-    for warning in task_file.warnings:
-        complain(f"eval_agent: warning: {warning}")
     selected = select_tasks(task_file.tasks, config.task_globs, config.category_globs)
     tasks = shard_of(selected, *config.shard) if config.shard else selected
     today = utc_today()  # once: a run that goes past midnight holds each task's quarantine as it started
+    warnings = list(task_file.warnings)
     if any(task.quarantine for task in tasks):
         from harness.taskfile.quarantine import quarantine_warnings
 
-        for warning in quarantine_warnings(tasks, today):
-            complain(f"eval_agent: warning: {warning}")
+        warnings += quarantine_warnings(tasks, today)
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
     # Every secret the run can know, whichever backend runs: what the environment holds, what the tasks expanded.
     known = Secrets(
         environment_secrets(SETTINGS, os.environ) | variable_secrets(task_file.expanded, SETTINGS, os.environ)
     )
+    for warning in warnings:  # a task's id may hold what its placeholders expanded, as its entry's does
+        complain(known.mask(f"eval_agent: warning: {warning}"))
     forbidden = Secrets(
         {
             text.value: text.label

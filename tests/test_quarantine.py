@@ -472,3 +472,14 @@ class Runs(TempDirTestCase):
             self.assertIn('<span class="badge">quarantined: not gated</span>', f.read())
         self.run_against(("asset-get-details",), {}, "--out", "unheld.json")
         self.assertEqual(run_cli("compare", "base.json", "unheld.json", cwd=self.tmp)[2], 1)
+
+
+class Masked(TempDirTestCase):
+    def test_a_runs_warnings_mask_a_secret_that_a_task_id_expanded(self) -> None:
+        data = task_data({"asset-search-by-tag": {**PLAIN, "until": PAST}})
+        data["tasks"][0]["id"] = "asset-search-by-tag-${MY_API_KEY}"
+        path = self.write_json("tasks.json", data)
+        env = clean_env(EVAL_BACKEND="stub", EVAL_TASKS=path, MY_API_KEY="sk-quarantined-1234")
+        out, err, _ = run_cli("--out", "r.json", env=env, cwd=self.tmp)
+        self.assertNotIn("sk-quarantined-1234", out + err)
+        self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", err)
