@@ -38,8 +38,7 @@ SETTINGS = [
     ("model", ("backendSettings", "model")),
     ("task file", ("taskFile", "path")),
     ("task file SHA-256", ("taskFile", "sha256")),
-    ("runs", ("runs",)),
-    ("--runs auto", ("adaptive",)),
+    ("runs", ("runs",)),  # with --runs auto's settings, when a side ran so: see _runs
     ("harness version", ("harnessVersion",)),
 ]
 
@@ -71,6 +70,7 @@ class Comparison:
     costs: CostComparison  # of the tasks measured alike on both sides
     growth: tuple[Growth, ...]  # each figure a growth limit applies to, with the limit given
     drift: Drift  # each tool's calls, keys and values, then and now, over the tasks both ran
+    auto: tuple[bool, bool] = (False, False)  # whether each side ran with --runs auto: its tasks' trials differ
 
     @property
     def regressed(self) -> list[str]:
@@ -232,6 +232,8 @@ def compare(
     settings = []
     for label, path in SETTINGS:
         setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)
+        if label == "runs":
+            setting_then, setting_now = _runs(baseline["manifest"]), _runs(candidate["manifest"])
         if setting_then != setting_now:
             settings.append((label, setting_then, setting_now))
     return Comparison(
@@ -245,6 +247,7 @@ def compare(
         costs,
         growths(costs, limits or {}),
         drift(baseline, candidate),
+        ("adaptive" in baseline["manifest"], "adaptive" in candidate["manifest"]),
     )
 
 
@@ -292,7 +295,12 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
         )
         significance = f" (p={comparison.overall_p:.2g}{basis})"
     lines.append(f"{'overall':<20} {_pct(then):>6} {_pct(now):>6}  {_delta(then, now)}{significance}")
-    if max(comparison.runs) > 1:
+    if any(comparison.auto):
+        lines.append(
+            "significance: each task's drop weighed on the trials it ran (--runs auto stops a task's when its test"
+            f" settles it), by Fisher's exact test, p < {ALPHA}"
+        )
+    elif max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))
     lines.append(" · ".join(f"{n} {change}" for change, n in counts.items() if n) or "no tasks")
     return lines + drift_lines(comparison.drift)
@@ -505,6 +513,14 @@ def _lookup(manifest: Mapping[str, Any], path: Sequence[str]) -> Any:
     for key in path:
         value = value.get(key) if isinstance(value, Mapping) else None
     return value
+
+
+def _runs(manifest: Mapping[str, Any]) -> Any:
+    """The runs a manifest says: N, or `auto:10 (95% confidence, 90% reliability)`."""
+    auto = manifest.get("adaptive")
+    if not isinstance(auto, Mapping):
+        return manifest.get("runs")
+    return f"auto:{auto['max']} ({auto['confidence']:g}% confidence, {auto['reliability']:g}% reliability)"
 
 
 def _show(value: Any) -> str:

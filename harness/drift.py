@@ -70,7 +70,13 @@ def drift(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> Drift:
     ]
     sides = ([then for then, _ in pairs], [now for _, now in pairs])
     trials = tuple(sum(len(_trials(entry)) for entry in side) for side in sides)
-    runs = (max(baseline.get("runs", 1), 1), max(candidate.get("runs", 1), 1))
+    # Trials of a task per run: a side of --runs auto ran each task as many as its test needed, its mean here.
+    runs = tuple(
+        Fraction(count, len(side) or 1)
+        if "adaptive" in document.get("manifest", {})
+        else Fraction(max(document.get("runs", 1), 1))
+        for document, side, count in zip((baseline, candidate), sides, trials, strict=True)
+    )
     used: dict[str, list[list[Mapping[str, Any]]]] = {}
     for index, side in enumerate(sides):
         for entry in side:

@@ -138,10 +138,12 @@ class AutoRuns(TempDirTestCase):
         self.assertEqual(document["regressed"], [])
         stdout, stderr, code = run_cli("compare", baseline, os.path.join(self.tmp, "auto.json"))
         self.assertEqual(code, 0, stderr)
-        self.assertIn("setting changed: runs 3 → 10", stdout)
-        self.assertIn("setting changed: --runs auto", stdout)
+        self.assertIn("setting changed: runs 3 → auto:10 (95% confidence, 90% reliability)", stdout)
         self.assertRegex(stdout, rf"{BROKEN}\s+0/3 → 0/2")
         self.assertRegex(stdout, rf"{FLAKY}\s+2/3 → 8/10")
+        self.assertIn("significance: each task's drop weighed on the trials it ran", stdout)
+        # Calls per run: per task, a fixed side's runs; an auto side's mean trials per task (18 over 3: 6)
+        self.assertRegex(stdout, r"imageman\.transform\.bgRemove\s+2 → 8\s+0\.67 → 1\.33\s+0\.22 → 0\.44")
 
     def test_ctrl_c_writes_the_trials_so_far_and_says_the_task_was_cut_short(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
