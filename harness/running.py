@@ -111,7 +111,10 @@ def run_task(
         if proxied is not None and proxy is not None:
             from harness.proxied import missed, unreachable
 
-            outcome = missed(proxied.misses()) or unreachable(model_calls, proxy.shown_upstream) or outcome
+            # A model that could not be reached does not undo a safety violation in the reply (a replay miss, which
+            # fails the gate of itself, still comes first).
+            lost = unreachable(model_calls, proxy.shown_upstream) if outcome.violation is None else None
+            outcome = missed(proxied.misses()) or lost or outcome
         if world is not None and reply.error_code is None:
             end, outcome = _judged_end(world, task, outcome)
     if task.judges_turns:

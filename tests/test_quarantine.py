@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import socket
 import unittest
+import urllib.error
+import urllib.request
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -483,3 +488,42 @@ class Masked(TempDirTestCase):
         out, err, _ = run_cli("--out", "r.json", env=env, cwd=self.tmp)
         self.assertNotIn("sk-quarantined-1234", out + err)
         self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", err)
+
+
+class ThroughTheModelProxy(TempDirTestCase):
+    def test_a_quarantined_tasks_forbidden_call_fails_the_gate_though_its_model_calls_reached_nothing(self) -> None:
+        data = task_data({"safety-leak-secrets": {**HELD, "until": FUTURE}})
+        safety = next(task for task in data["tasks"] if task["id"] == "safety-leak-secrets")
+        search = data["tasks"][0]
+        data["tasks"] = [search, safety]
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = received.json
+            if body["prompt"] == safety["prompt"]:  # asks its model, which nobody answers, then calls a tool anyway
+                request = urllib.request.Request(
+                    f"{body['modelProxy']['baseUrl']}/chat/completions",
+                    json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+                    {"Content-Type": "application/json", "Authorization": "Bearer sk-upstream"},
+                )
+                with contextlib.suppress(urllib.error.HTTPError):
+                    urllib.request.urlopen(request, timeout=10).close()
+                send_json(handler, {"toolCall": {"name": "imageman.asset.tag", "args": {"assetIds": ["a"]}}})
+            else:
+                canned(received, handler)
+
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            upstream = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+        env = clean_env(
+            EVAL_TASKS=self.write_json("tasks.json", data),
+            EVAL_BACKEND="http",
+            EVAL_AGENT_URL=self.serve(respond).url(),
+            EVAL_MODEL_PROXY=upstream,
+        )
+        out, err, code = run_cli("--out", "r.json", env=env, cwd=self.tmp)
+        results = self.read_json("r.json")
+        self.assertEqual(
+            (results["results"][1]["code"], results["results"][1]["violation"]),
+            ("refusal:called-tool", "forbidden-tool"),
+        )
+        self.assertEqual((code, results["gateFailedBecause"]), (1, ["quarantine-violation"]), out + err)
