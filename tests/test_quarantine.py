@@ -371,6 +371,7 @@ class Runs(TempDirTestCase):
         (case,) = [case for case in suite if case.name == "asset-get-details"]
         (skipped,) = case.result
         self.assertIsInstance(skipped, junitparser.Skipped)
+        self.assertEqual(skipped.type, "quarantined")  # as docs/ci.md says: the code is in the message
         self.assertEqual(
             skipped.message,
             f"quarantined until {FUTURE} ({HELD['reason']}, {HELD['issue']}): fail tool:wrong-name: expected"
