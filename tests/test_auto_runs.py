@@ -127,6 +127,18 @@ class AutoRuns(TempDirTestCase):
                 self.assertEqual(document[key], whole[key])
         self.assertEqual(trials(document), trials(whole))
 
+    def test_shards_of_different_auto_settings_are_not_merged(self) -> None:
+        self.run_auto("--shard", "1/2", out="s1.json")
+        self.run_auto("--shard", "2/2", "--confidence", "99", out="s2.json")
+        shards = [os.path.join(self.tmp, f"s{k}.json") for k in (1, 2)]
+        _, stderr, code = run_cli("merge", *shards, "--out", os.path.join(self.tmp, "m.json"))
+        self.assertEqual(code, 2, stderr)
+        self.assertIn(
+            "its --runs auto (max 10, confidence 99, reliability 90) differs from "
+            f"{shards[0]}'s (max 10, confidence 95, reliability 90): not shards of one run",
+            stderr,
+        )
+
     def test_compare_reads_whatever_trials_each_side_ran(self) -> None:
         env = clean_env(EVAL_AGENT_URL=self.agent.url())
         baseline = os.path.join(self.tmp, "fixed.json")

@@ -187,6 +187,7 @@ def _agreement(doc: Mapping[str, Any], first: Mapping[str, Any], same_gate: bool
         task_file = task_file if isinstance(task_file, dict) else {}
         return {
             "number of runs": doc["runs"],
+            "--runs auto": manifest.get("adaptive"),
             "backend": manifest["backend"],
             "backend settings": manifest["backendSettings"],
             "system prompt": manifest.get("systemPromptSha256"),
@@ -221,6 +222,8 @@ def _describe(label: str, value: Any) -> str:
         return " ".join(flags) or "all tasks"
     if label == "growth limit":
         return ", ".join(f"{figure} {percent(limit, 10)}%" for figure, limit in value.items()) or "none"
+    if label == "--runs auto":
+        return "off" if value is None else ", ".join(f"{key} {number:g}" for key, number in value.items())
     if label == "baseline":
         return "none" if value is None else f"{value[0]}, SHA-256 {_short(value[1])}"
     return str(value)
