@@ -10,10 +10,17 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from harness.adaptive import Auto, sequential_test
+from harness.records import AgentRequest, BackendError, Reply, Result
+from harness.running import RATE_LIMITED, run_until_settled
+from harness.taskfile import load_task_file
+from tests.providers import openai_error
 from tests.support import (
     CANNED,
+    CANONICAL_TASKS,
     CLI_TIMEOUT,
     SCRIPT,
+    InProcessAgent,
     LoopbackAgent,
     Received,
     TempDirTestCase,
@@ -182,3 +189,38 @@ class AutoRuns(TempDirTestCase):
         document = self.read_json("cut.json")
         self.assertTrue(document["interrupted"])
         self.assertEqual(trials(document), {RELIABLE: (("pass",) * 3, {"trials": 3, "stoppedBecause": "cut-short"})})
+
+    def test_a_rejected_key_stops_the_run_as_in_a_fixed_run(self) -> None:
+        def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            status, error = openai_error(401, "Incorrect API key provided")
+            send_json(handler, error, status)
+
+        fake = self.serve(rejecting)
+        env = clean_env(
+            OPENAI_BASE_URL=fake.url("/v1"), EVAL_MODEL="fake-model", OPENAI_API_KEY="sk-GHIJKLMNOPQRSTUVWX"
+        )
+        out = os.path.join(self.tmp, "rejected.json")
+        _, stderr, code = run_cli("--runs", "auto", "--concurrency", "1", "--out", out, env=env)
+        self.assertEqual(code, 3, stderr)
+        self.assertEqual(len(fake.received), 1, "no trial sent after the key was rejected")
+        document = self.read_json("rejected.json")
+        (entry,) = document["results"]
+        self.assertEqual(entry["adaptive"], {"trials": 1, "stoppedBecause": "cut-short"})
+        self.assertEqual(len(document["notRun"]), 9)
+
+
+class RateLimited(InProcessAgent):
+    """An agent whose every request ends rate-limited, unsent."""
+
+    def run(self, request: AgentRequest) -> Reply:
+        raise BackendError(RATE_LIMITED, "the rate limit lets the next request go in 900s", attempts=0)
+
+
+class Waves(TempDirTestCase):
+    def test_a_wave_of_rate_limited_endings_stops_an_auto_run_as_a_fixed_one(self) -> None:
+        tasks = load_task_file(CANONICAL_TASKS).tasks
+        handed: list[Result] = []
+        ending = run_until_settled(RateLimited(), tasks, sequential_test(Auto()), 3, handed.append)
+        self.assertEqual((ending.cut, ending.rate_limited), (None, True))
+        self.assertGreaterEqual(len(handed), 3, "the wave's endings are handed on")
+        self.assertLess(len(handed), 2 * len(tasks), "and the rest not sent")
