@@ -115,7 +115,7 @@ def send(run: Run) -> Sent:
     pacer: Pacer | None = getattr(getattr(backend, "transport", None), "pacer", None)
     if pacer is not None:
         pacer.open(concurrency)
-    console = Console(tasks, Progress(len(jobs), sys.stderr, pacer.state if pacer else None))
+    console = Console(tasks, Progress(len(jobs), sys.stderr, pacer.state if pacer else None, config.auto is not None))
     # Each task's entry goes to disk as it completes; what stays in memory is what the verdict and compare need.
     entries = Spool(config.outputs.results)
     tallies = Tallies()

@@ -4,6 +4,7 @@ spent, why it stopped, the gate, and the same trials at any concurrency, on a re
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -207,6 +208,35 @@ class AutoRuns(TempDirTestCase):
         (entry,) = document["results"]
         self.assertEqual(entry["adaptive"], {"trials": 1, "stoppedBecause": "cut-short"})
         self.assertEqual(len(document["notRun"]), 9)
+
+
+class Progress(TempDirTestCase):
+    def test_a_terminal_is_shown_the_trials_so_far_of_the_most_there_may_be(self) -> None:
+        leader, follower = pty.openpty()
+        self.addCleanup(os.close, leader)
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--runs", "auto", "--out", os.path.join(self.tmp, "r.json")],
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+        )
+        os.close(follower)
+        proc.communicate(timeout=CLI_TIMEOUT)
+        terminal = b""
+        while chunk := _read(leader):
+            terminal += chunk
+        self.assertEqual(proc.returncode, 0)
+        # the stub passes every task: 6 trials each settle it, of the 10 each might have had
+        self.assertIn("\r\x1b[K[60/≤100] 60 pass · 0 fail · 0 error · 0:00 elapsed".encode(), terminal)
+        self.assertNotIn(b"left", terminal)
+
+
+def _read(fd: int) -> bytes:
+    """What a pseudo-terminal's leader has, b"" once its follower is closed."""
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
 
 
 class RateLimited(InProcessAgent):

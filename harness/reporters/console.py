@@ -129,8 +129,11 @@ class Progress:
     """One live line, `[12/50] 10 pass · 1 fail · 1 error · 0:23 elapsed · ~1:10 left`, only on a terminal; and how
     the run is paced, when the provider's rate limits hold it back."""
 
-    def __init__(self, total: int, stream: TextIO, pacing: Callable[[], Pacing] | None = None) -> None:
+    def __init__(
+        self, total: int, stream: TextIO, pacing: Callable[[], Pacing] | None = None, at_most: bool = False
+    ) -> None:
         self.total = total
+        self.at_most = at_most  # --runs auto: total is the most trials there may be, and how long is left unknown
         self.stream = stream
         self.pacing = pacing
         self.enabled = stream.isatty()
@@ -152,10 +155,12 @@ class Progress:
         done = sum(self.counts.values())
         elapsed = time.monotonic() - self.started
         left = f" · ~{_clock(elapsed / done * (self.total - done))} left" if 0 < done < self.total else ""
+        total = f"≤{self.total}" if self.at_most else self.total
+        left = "" if self.at_most else left
         counts = " · ".join(f"{n} {status}" for status, n in self.counts.items())
         paced = pace_text(self.pacing()) if self.pacing else ""
         paced = f" · {paced}" if paced else ""
-        self.stream.write(f"\r\033[K[{done}/{self.total}] {counts} · {_clock(elapsed)} elapsed{left}{paced}")
+        self.stream.write(f"\r\033[K[{done}/{total}] {counts} · {_clock(elapsed)} elapsed{left}{paced}")
         self.stream.flush()
         self.drawn_at = time.monotonic()
         self.shown = True
