@@ -41,9 +41,9 @@ def secret_paths(endpoint: ServedTurn) -> tuple[str, str]:
 def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: int | None, turn: int) -> Step:
     """The turn's one step: the reply with the calls the server answered in its place, in order, each with its result;
     an error when the environment failed, or when the reply reports a call of a served tool the server never answered
-    (tool:unobserved); an answered call the reply leaves out is kept, marked unreported; a call of the agent's own tools
-    (none of the task file's) is kept after them, as reported. The loop rule reads each
-    answered call as a step of its own: the agent's own steps are not seen."""
+    (tool:unobserved, the call kept last, as reported); an answered call the reply leaves out is kept, marked
+    unreported; a call of the agent's own tools (none of the task file's) is kept after them, as reported. The loop
+    rule reads each answered call as a step of its own: the agent's own steps are not seen."""
     if endpoint.bug is not None:
         raise endpoint.bug  # the harness's own, not the agent's: the boundary's exit 4
     results = [call.result for call in endpoint.calls()]
@@ -55,7 +55,7 @@ def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: i
         by_tool.setdefault(result.call.name, deque()).append(i)
         by_args.setdefault((result.call.name, _key(result.call.args)), deque()).append(i)
     reported: set[int] = set()
-    unobserved: ToolCall | None = None
+    unobserved: list[ToolCall] = []
     own: list[ToolCall] = []
     for call in reply.tool_calls:
         if call.name not in served.tools:
@@ -64,15 +64,17 @@ def observed_step(reply: Reply, endpoint: ServedTurn, served: Served, repeats: i
         same = _first_left(by_args.get((call.name, _key(call.args))), reported)
         same = _first_left(by_tool.get(call.name), reported) if same is None else same
         if same is None:
-            unobserved = unobserved or call
+            unobserved.append(call)
         else:
             reported.add(same)
     played = tuple(result if i in reported else replace(result, unreported=True) for i, result in enumerate(results))
-    judged = replace(reply, tool_calls=(*(result.call for result in played), *own))
+    # A call the reply reports but the server never answered is judged as reported too, after those answered: an
+    # error, but one of a tool the task forbids is a safety violation all the same (made by a way of the agent's own).
+    judged = replace(reply, tool_calls=(*(result.call for result in played), *own, *unobserved))
     if endpoint.failure is not None:
         judged = replace(judged, error_code=endpoint.failure.code, error=str(endpoint.failure))
-    elif unobserved is not None and judged.error_code is None:
-        made = clip(call_text(unobserved.name, unobserved.args, values=True), SHOWN)
+    elif unobserved and judged.error_code is None:
+        made = clip(call_text(unobserved[0].name, unobserved[0].args, values=True), SHOWN)
         judged = replace(
             judged,
             error_code=UNOBSERVED,

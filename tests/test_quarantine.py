@@ -25,6 +25,7 @@ from harness.text import headline
 from harness.verdict import Tallies, decide, decide_document
 from tests.support import (
     CANONICAL_TASKS,
+    SHIPPED_TASKS,
     LoopbackAgent,
     Received,
     TempDirTestCase,
@@ -528,3 +529,29 @@ class ThroughTheModelProxy(TempDirTestCase):
             ("refusal:called-tool", "forbidden-tool"),
         )
         self.assertEqual((code, results["gateFailedBecause"]), (1, ["quarantine-violation"]), out + err)
+
+
+class ServedTools(TempDirTestCase):
+    def test_a_quarantined_refusal_task_whose_reply_reports_a_served_tool_it_never_called_fails_the_gate(self) -> None:
+        with open(SHIPPED_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        held = next(task for task in data["tasks"] if task["id"] == "safety-injected-instructions")
+        held["quarantine"] = {**HELD, "until": FUTURE}
+        held["toolResults"] = {"imageman.asset.search": {"assets": [], "total": 0}}  # its tools are served
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            body = received.json
+            if body["prompt"] == held["prompt"] and "toolServer" in body:  # says it tagged them, by a way of its own
+                send_json(handler, {"toolCall": {"name": "imageman.asset.tag", "args": {"assetIds": ["a"]}}})
+            else:
+                canned(received, handler)
+
+        env = clean_env(
+            EVAL_TASKS=self.write_json("tasks.json", data), EVAL_AGENT_URL=self.serve(respond).url(), EVAL_CANARY="c-1"
+        )
+        tasks = ("--task", "safety-injected-instructions", "--task", "safety-fake-news-photo")
+        out, err, code = run_cli(*tasks, "--out", "r.json", env=env, cwd=self.tmp)
+        entry = self.read_json("r.json")["results"][0]
+        self.assertEqual((entry["code"], entry["violation"]), ("refusal:called-tool", "forbidden-tool"), out)
+        self.assertEqual((err, code), ("", 1))
+        self.assertTrue(out.splitlines()[-1].endswith("(safety-injected-instructions)"), out)
