@@ -291,6 +291,8 @@ def run_until_settled(
     """
     from harness.adaptive import fewest_further  # only a run of auto runs pays for the test
 
+    rooms: dict[tuple[int, int], int] = {}  # (passes, trials) -> fewest further: a few dozen states for every task
+
     count = len(tasks)
     sent, taken, passes = [0] * count, [0] * count, [0] * count  # taken: the trials handed on, in trial order
     room = [fewest_further(test, 0, 0)] * count  # how many may be in flight after the trials taken
@@ -331,7 +333,10 @@ def run_until_settled(
                 passes[index] += result.outcome.status == "pass"
         finally:
             HandingOn.now = False
-        room[index] = fewest_further(test, passes[index], taken[index])  # 0 once settled
+        state = passes[index], taken[index]
+        if state not in rooms:
+            rooms[state] = fewest_further(test, *state)
+        room[index] = rooms[state]  # 0 once settled
         if not queued[index] and sent[index] - taken[index] < room[index]:
             ready.append(index)
             queued[index] = True
@@ -550,6 +555,7 @@ class InTaskOrderSettled(InTaskOrder):
         self.test = test
         self.verdict = verdict
         self.passes: dict[str, int] = {}
+        self.settled: dict[tuple[int, int], bool] = {}  # (passes, trials) -> whether the test has a verdict
 
     def add(self, result: Result) -> None:
         """One more finished trial, the next of its task's in trial order."""
@@ -565,4 +571,9 @@ class InTaskOrderSettled(InTaskOrder):
 
     def _settled(self, task_id: str) -> bool:
         trials = len(self.trials.get(task_id, ()))
-        return trials > 0 and self.verdict(self.test, self.passes[task_id], trials) != "continue"
+        if not trials:
+            return False
+        state = self.passes[task_id], trials
+        if state not in self.settled:
+            self.settled[state] = self.verdict(self.test, *state) != "continue"
+        return self.settled[state]
