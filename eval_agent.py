@@ -31,6 +31,7 @@ if __name__ == "__main__":
 # The built-in signal module: `signal` itself makes three enums of them as it is imported (0.5 ms of every start).
 import _signal  # type: ignore[import-not-found]
 import importlib
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from backends.options import TOOL_SERVER, TOOL_SERVER_HOST, Serving
 from harness.config import MAX_TOKEN_GROWTH, MCP_HEADERS, RUN_SETTINGS, Config, read_command_line, run_config
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.leaks import Secrets
-from harness.records import AgentSurface, ConfigError, Served, TaskFile, Unreachable
+from harness.records import AgentSurface, ConfigError, Served, Task, TaskFile, Unreachable
 from harness.reporters.console import complain, dry_run_lines, plan_line, say
 from harness.results import baseline_record, load_results, partial
 from harness.running import INTERRUPTED, HandingOn
@@ -232,6 +233,8 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         )
     secrets = known | Secrets(backend.secrets()) | replayed  # a leak when a reply holds one
     hidden = backend.hidden  # never written: these, the forbidden text, the query values of the backend's URLs
+    if hidden and secrets:  # as send masks each entry's id
+        _refuse_alike_ids(config.tasks_path, task_file, selected, secrets)
     baseline = load_results(config.baseline_path) if config.baseline_path else None
     if baseline is not None and partial(baseline):
         raise ConfigError(f"{config.baseline_path}: a partial run ({partial(baseline)}) cannot be a baseline")
@@ -265,6 +268,27 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         plan=plan,
         today=today,
     )
+
+
+def _refuse_alike_ids(path: str, task_file: TaskFile, selected: Sequence[Task], secrets: Secrets) -> None:
+    """ConfigError when two of the selected tasks' ids read the same once their secrets are masked: the results, a
+    comparison and a quarantine tell tasks apart by id alone."""
+    joined = "\n".join(task.id for task in selected)
+    if secrets.mask(joined) == joined:  # no id holds a secret, as a rule: one search over them all tells
+        return
+    seen: dict[str, str] = {}
+    for task in selected:
+        shown = secrets.mask(task.id)
+        if shown in seen:
+            first, second = (
+                next(i for i, t in enumerate(task_file.tasks) if t.id == one) for one in (seen[shown], task.id)
+            )
+            raise ConfigError(
+                f"{path}: tasks[{first}].id and tasks[{second}].id both read {json.dumps(shown)} once the secrets in"
+                " them are masked, so their results could not be told apart: give them ids that differ outside their"
+                " secrets"
+            )
+        seen[shown] = task.id
 
 
 def _tool_server(serving: Serving, task_file: TaskFile) -> Served:

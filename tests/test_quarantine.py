@@ -491,6 +491,26 @@ class Masked(TempDirTestCase):
         self.assertNotIn("sk-quarantined-1234", out + err)
         self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", err)
 
+    def test_two_task_ids_that_read_the_same_once_masked_are_refused_before_anything_is_sent(self) -> None:
+        # Told apart by id alone, one's quarantine would excuse the other's regression.
+        data = task_data({"asset-search-semantic": {**PLAIN, "until": FUTURE}})
+        data["tasks"][0]["id"], data["tasks"][1]["id"] = "search-${X_TOKEN}", "search-${Y_TOKEN}"
+        env = clean_env(
+            EVAL_BACKEND="stub", EVAL_TASKS=self.write_json("tasks.json", data), X_TOKEN="x-1234", Y_TOKEN="y-5678"
+        )
+        out, err, code = run_cli("--out", "r.json", env=env, cwd=self.tmp)
+        self.assertEqual(
+            (out, err, code),
+            (
+                "",
+                f"eval_agent: error: {self.tmp}/tasks.json: tasks[0].id and tasks[1].id both read"
+                ' "search-***" once the secrets in them are masked, so their results could not be told apart: give'
+                " them ids that differ outside their secrets\n",
+                2,
+            ),
+        )
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "r.json")))
+
 
 class ThroughTheModelProxy(TempDirTestCase):
     def test_a_quarantined_tasks_forbidden_call_fails_the_gate_though_its_model_calls_reached_nothing(self) -> None:
