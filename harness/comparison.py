@@ -215,19 +215,27 @@ def compare(
     if held:  # as the candidate held them, on the day it ran
         tasks = [replace(task, quarantined=True) if task.id in held else task for task in tasks]
     tasks.sort(key=lambda task: ORDER.index(task.change))
-    then = _counts(entry for entry in baseline["results"] if entry["id"] not in not_selected)
-    now = _counts(entry for entry in candidate["results"] if entry["id"] not in not_selected)
+    # A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones.
+    auto = ("adaptive" in baseline["manifest"], "adaptive" in candidate["manifest"])
+    then = _counts((entry for entry in baseline["results"] if entry["id"] not in not_selected), auto[0])
+    now = _counts((entry for entry in candidate["results"] if entry["id"] not in not_selected), auto[1])
     categories = list(now) + [category for category in then if category not in now]
     by_category = {category: (_rate(then.get(category)), _rate(now.get(category))) for category in categories}
     (passed_then, total_then), (passed_now, total_now) = _overall(then), _overall(now)
     overall_p, overall_regressed = None, False
     if baseline["runs"] > 1 and candidate["runs"] > 1:
         alike = {task.id for task in tasks if task.change in ALIKE and not task.quarantined}
-        (b, nb), (a, na) = (
-            _overall(_counts(e for e in entries if e["id"] in alike)) for entries in (before.values(), after.values())
-        )
-        overall_p = fisher_exact(b, nb - b, a, na - a)
-        overall_regressed = overall_p < ALPHA and a * nb < b * na
+        if any(auto):  # pooled trials would weigh a task by how long its test ran: the tasks' own rates, paired
+            overall_p, overall_regressed = _sign_test(
+                [(_task_rate(before[task_id]), _task_rate(after[task_id])) for task_id in after if task_id in alike]
+            )
+        else:
+            (b, nb), (a, na) = (
+                _overall(_counts((e for e in entries if e["id"] in alike), False))
+                for entries in (before.values(), after.values())
+            )
+            overall_p = fisher_exact(int(b), int(nb - b), int(a), int(na - a))
+            overall_regressed = overall_p < ALPHA and a * nb < b * na
     costs = compare_costs(_costs(tasks, before, after))
     settings = []
     for label, path in SETTINGS:
@@ -247,7 +255,7 @@ def compare(
         costs,
         growths(costs, limits or {}),
         drift(baseline, candidate),
-        ("adaptive" in baseline["manifest"], "adaptive" in candidate["manifest"]),
+        auto,
     )
 
 
@@ -298,7 +306,7 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     if any(comparison.auto):
         lines.append(
             "significance: each task's drop weighed on the trials it ran (--runs auto stops a task's when its test"
-            f" settles it), by Fisher's exact test, p < {ALPHA}"
+            f" settles it), by Fisher's exact test, p < {ALPHA}; overall, a sign test over the tasks' own rates"
         )
     elif max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))
@@ -477,20 +485,39 @@ def _has(run: Mapping[str, Any], task_id: str) -> bool:
     return task_id in (ids if isinstance(ids, list) else manifest["selection"]["taskIds"])
 
 
-def _counts(entries: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """(passed trials, trials) per category, in first-seen order."""
-    counts: dict[str, tuple[int, int]] = {}
+def _counts(entries: Iterable[Mapping[str, Any]], by_task: bool) -> dict[str, tuple[Fraction, int]]:
+    """(passed trials, trials) per category, in first-seen order; by_task (--runs auto): (the sum of the tasks' own
+    pass rates, tasks), each task weighing alike."""
+    counts: dict[str, tuple[Fraction, int]] = {}
     for entry in entries:
-        passed, total = counts.get(entry["category"], (0, 0))
-        counts[entry["category"]] = (passed + entry["passes"], total + entry["trials"])
+        passed, total = counts.get(entry["category"], (Fraction(0), 0))
+        if not by_task:
+            counts[entry["category"]] = (passed + entry["passes"], total + entry["trials"])
+        elif entry["trials"]:
+            counts[entry["category"]] = (passed + _task_rate(entry), total + 1)
     return counts
 
 
-def _overall(counts: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
-    return sum(passed for passed, _ in counts.values()), sum(total for _, total in counts.values())
+def _task_rate(entry: Mapping[str, Any]) -> Fraction:
+    return Fraction(entry["passes"], entry["trials"]) if entry["trials"] else Fraction(0)
 
 
-def _rate(count: tuple[int, int] | None) -> Fraction | None:
+def _sign_test(rates: Sequence[tuple[Fraction, Fraction]]) -> tuple[float | None, bool]:
+    """One-sided sign test over paired task rates (then, now): the chance of at least as many tasks falling as did,
+    were a fall and a rise alike likely; and whether that chance is below ALPHA with more falls than rises."""
+    falls, rises = sum(now < then for then, now in rates), sum(now > then for then, now in rates)
+    moved = falls + rises
+    if not moved:
+        return 1.0, False
+    p = float(Fraction(sum(comb(moved, k) for k in range(falls, moved + 1)), 2**moved))
+    return p, p < ALPHA and falls > rises
+
+
+def _overall(counts: Mapping[str, tuple[Fraction, int]]) -> tuple[Fraction, int]:
+    return sum((passed for passed, _ in counts.values()), Fraction(0)), sum(total for _, total in counts.values())
+
+
+def _rate(count: tuple[Fraction, int] | None) -> Fraction | None:
     return Fraction(100 * count[0], count[1]) if count and count[1] else None
 
 

@@ -190,8 +190,8 @@ RELIABILITY = Setting(
 GATE_ON = Setting(
     var="EVAL_GATE_ON",
     flag="--gate-on",
-    help="what the gate applies to: trials (the trial pass-rate) or pass-all (pass^N; with --runs auto, the share of "
-    "tasks every trial of which passed)",
+    help="what the gate applies to: trials (the trial pass-rate; with --runs auto, the mean of the tasks' own) or "
+    "pass-all (pass^N; with --runs auto, the share of tasks every trial of which passed)",
     read=choice("trials", "pass-all"),
     default="trials",
     metavar="WHAT",

@@ -884,8 +884,12 @@ class Summary:
     # (trials, fixedTrials, saved), as the results file keeps them; and the share of tasks every trial of which passed
     adaptive: Mapping[str, Any] | None = None
     all_passed: Fraction | None = None
+    task_rate: Fraction | None = None  # --runs auto: the mean of the tasks' own pass rates, what the trials gate reads
 
     @property
     def rate(self) -> Fraction:
-        """Passed trials as a percentage of all trials, exactly (0 when there are none)."""
+        """Passed trials as a percentage of all trials, exactly (0 when there are none); under --runs auto, the mean
+        of the tasks' own pass rates, as the gate reads it."""
+        if self.task_rate is not None:
+            return 100 * self.task_rate
         return Fraction(100 * self.passed, self.total) if self.total else Fraction(0)

@@ -303,6 +303,10 @@ def headline(summary: Summary) -> str:
     gate = f"(gate {percent(summary.gate, gate_places)}%)"
     trials = "" if summary.runs == 1 else " trials"
     trial_part = f"{summary.passed}/{summary.total}{trials} PASS at {percent(summary.rate, places)}%"
+    if summary.task_rate is not None:  # --runs auto: the tasks ran different numbers of trials, and weigh alike
+        trial_part = (
+            f"{summary.passed}/{summary.total} trials PASS, the tasks at {percent(summary.rate, places)}% on average"
+        )
     pass_all = f"pass^{summary.runs} {percent(summary.pass_all_k.get(summary.runs, Fraction(0)) * 100, places)}%"
     if summary.all_passed is not None:  # --runs auto: tasks ran different numbers of trials
         pass_all = f"pass-all {percent(summary.all_passed * 100, places)}%"

@@ -264,10 +264,15 @@ def decide(
         regressed = tuple(task_id for task_id in regressed if task_id not in out_of_gate)
     pass_all_k = {k: pass_hat_k(shapes, k) for k in ks(shapes)}
     rate = pass_all_k.get(runs, Fraction(0)) if gate_on == "pass-all" else Fraction(passed, total or 1)
-    all_passed = spent = None
+    all_passed = task_rate = spent = None
     if adaptive is not None:
         all_passed = Fraction(sum(like for (c, n), like in shapes.items() if c == n), sum(shapes.values()) or 1)
-        rate = all_passed if gate_on == "pass-all" else rate
+        # Each task weighs alike, as in a fixed run: counted by trials, a reliable task, which runs longer than a
+        # broken one stopped early, would weigh more, and the rate would read higher than the tasks pass.
+        task_rate = sum((Fraction(c * like, n) for (c, n), like in shapes.items()), Fraction(0)) / (
+            sum(shapes.values()) or 1
+        )
+        rate = all_passed if gate_on == "pass-all" else task_rate
         tasks, trials = sum(shapes.values()) + sum(held_shapes.values()), total + held_counts[2]
         settings = {key: adaptive[key] for key in ("max", "confidence", "reliability")}
         spent = {**settings, "trials": trials, "fixedTrials": tasks * runs, "saved": tasks * runs - trials}
@@ -325,6 +330,7 @@ def decide(
         quarantined=quarantined,
         adaptive=spent,
         all_passed=all_passed,
+        task_rate=task_rate,
     )
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import unittest
 from collections import Counter
 from collections.abc import Collection
+from fractions import Fraction
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -321,3 +323,25 @@ class CompareOnASelection(TempDirTestCase):
         stdout, stderr, code = run_cli("--shard", "1/2", "--baseline", "base.json", cwd=self.tmp)
         self.assertEqual((stderr, code), ("", 0))
         self.assertEqual(stdout.splitlines()[-1], "5 not selected · 5 still passing")
+
+
+class AutoSideCompared(unittest.TestCase):
+    """A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones."""
+
+    def test_an_auto_candidate_whose_tasks_fell_is_an_overall_regression_though_its_pooled_trials_rose(self) -> None:
+        ids = [f"t{n}" for n in range(10)]
+        baseline = run_of([entry(task_id, 10, 10) for task_id in ids[:8]] + [entry(t, 0, 10) for t in ids[8:]], 10)
+        # Now 6 pass (6 trials each, settled reliable) and 4 fail (2 trials each): 36/44 pooled, 82% against 80%.
+        candidate = run_of([entry(task_id, 6, 6) for task_id in ids[:6]] + [entry(t, 0, 2) for t in ids[6:]], 10)
+        candidate["manifest"]["adaptive"] = {"max": 10, "confidence": 95.0, "reliability": 90.0}
+        comparison = compare(baseline, candidate)
+        self.assertEqual(comparison.overall, (Fraction(80), Fraction(60)))
+        self.assertEqual(comparison.by_category, {"asset.get": (Fraction(80), Fraction(60))})
+        self.assertEqual(comparison.regressed, ["t6", "t7"])
+        # A sign test over the tasks' own rates: 2 fell, none rose (p = 1/4); all 8 passing ones falling is (1/256).
+        self.assertEqual((comparison.overall_p, comparison.overall_regressed), (0.25, False))
+        fell = run_of([entry(task_id, 0, 2) for task_id in ids], 10)
+        fell["manifest"]["adaptive"] = candidate["manifest"]["adaptive"]
+        self.assertEqual(
+            (compare(baseline, fell).overall_p, compare(baseline, fell).overall_regressed), (1 / 256, True)
+        )

@@ -211,6 +211,19 @@ class AutoRuns(unittest.TestCase):
         summary = decide(tasks, Decimal(0), runs=10, adaptive=AUTO)
         self.assertEqual(summary.adaptive, {**AUTO, "trials": 8, "fixedTrials": 20, "saved": 12})
 
+    def test_the_trials_gate_under_auto_weighs_each_task_alike_not_each_trial(self) -> None:
+        # A reliable task runs longer than a broken one: counted by trials, 6 tasks passing of 10 would read 82%.
+        tasks = [tally(*("pass",) * 6, task_id=f"ok-{n}") for n in range(6)]
+        tasks += [tally("fail", "fail", task_id=f"broken-{n}") for n in range(4)]
+        summary = decide(tasks, Decimal(80), runs=10, adaptive=AUTO)
+        self.assertEqual((summary.passed, summary.total), (36, 44))
+        self.assertEqual(summary.rate, 60)
+        self.assertEqual(summary.gate_failed_because, ("below-gate",))
+        flaky = decide(
+            [tally("pass", "fail", "pass", "pass"), tally(*("pass",) * 6)], Decimal(0), runs=10, adaptive=AUTO
+        )
+        self.assertEqual(flaky.rate, Fraction(175, 2))  # (3/4 + 1) / 2
+
     def test_a_fixed_run_has_no_auto_figures(self) -> None:
         summary = decide([tally("pass", "pass", "pass")], Decimal(0), runs=3)
         self.assertEqual((summary.adaptive, summary.all_passed), (None, None))
