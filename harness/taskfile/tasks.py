@@ -186,8 +186,8 @@ def _task(
         from harness.taskfile.turnexpect import turn_states
 
         states = turn_states(context, item, world, path)
-    held = None
-    if "quarantine" in item:
+    held, quarantined = None, "quarantine" in item
+    if quarantined:
         from harness.taskfile.quarantine import quarantine
 
         held = quarantine(context, item["quarantine"], f"{path}.quarantine")
@@ -205,7 +205,7 @@ def _task(
         or follow_ups is None
         or own is None
         or tools is None
-        or ("quarantine" in item and held is None)
+        or (quarantined and held is None)
     ):
         return None
     scripts = {**defaults, **own} if defaults or own else NOTHING
@@ -222,7 +222,8 @@ def _task(
     # trial's verdict checks, so a baseline still compares the task (and a regression under quarantine still shows).
     definition = dict(item)
     definition.pop("comment", None)
-    definition.pop("quarantine", None)
+    if quarantined:
+        del definition["quarantine"]
     if defaults:  # the file's defaults are part of what the task plays back
         from harness.taskfile.conversations import script_definition
 
@@ -238,7 +239,7 @@ def _task(
         limits = make_budget(budget)
         if shared_budget is not None:  # the file's, as what the task may spend; a task without one keeps its hash
             definition["expect"] = {**definition["expect"], "budget": budget}
-    return Task(
+    task = Task(
         id=task_id,
         category=sys.intern(category),
         prompt=prompt,
@@ -254,5 +255,5 @@ def _task(
         state=state,
         turn_states=states,
         budget=limits,
-        quarantine=held,
     )
+    return task if held is None else replace(task, quarantine=held)  # the plain path passes no keyword for it
