@@ -862,7 +862,7 @@ class Summary:
         str, ...
     ] = ()  # below-gate, blocking-failed, regression, overall-regression, token-growth, tool-call-growth,
     # latency-growth, quarantine-violation, all-quarantined, unreachable, replay-miss, rate-limited, not-run,
-    # internal-error
+    # interrupted, internal-error
     not_run: int = 0
     runs: int = 1
     gate_on: GateOn = "trials"

@@ -59,6 +59,7 @@ REASONS = {
     "replay-miss": "requests not in the cassette",
     "rate-limited": "the rate limits stopped the run",
     "not-run": "tasks not run",
+    "interrupted": "the run was interrupted",
     "internal-error": "internal error",
 }
 MARKS = {"pass": "✓", "fail": "✗", "error": "!"}  # a turn's verdict, as `turns 1 ✓ 2 ✗` shows it

@@ -292,6 +292,8 @@ def decide(
         "replay-miss": bool(missed),
         "rate-limited": rate_limited,
         "not-run": not_run > 0 or not (total or held_counts[2]),
+        # A run cut short whose every task got a trial has no task not run, and is no run whose gate was met.
+        "interrupted": interrupted,
         "internal-error": internal_error is not None,
     }
     because = tuple(reason for reason, applies in reasons.items() if applies)

@@ -646,7 +646,8 @@ class Interrupts(HttpTestCase):
         self.assertEqual(proc.returncode, 130)
         self.assertEqual(stderr, "eval_agent: interrupted after 1 of 10 trials\n")
         self.assertEqual(
-            stdout.splitlines()[-1], "1/1 PASS at 100% (gate 80%) · 9 not run · gate not met: tasks not run"
+            stdout.splitlines()[-1],
+            "1/1 PASS at 100% (gate 80%) · 9 not run · gate not met: tasks not run, the run was interrupted",
         )
         doc = self.results()
         self.assertEqual((doc["interrupted"], doc["gatePassed"], len(doc["results"])), (True, False, 1))

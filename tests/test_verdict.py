@@ -92,7 +92,8 @@ VERDICTS = [
     ("a significant overall drop at 100%", [tally("pass")], {"overall_regressed": True}, ("overall-regression",), 1),
     ("tasks not run", [tally("pass")], {"not_run": 1}, ("not-run",), 1),
     ("nothing ran", [], {"not_run": 3}, ("below-gate", "not-run"), 1),
-    ("interrupted", [tally("pass")], {"not_run": 1, "interrupted": True}, ("not-run",), 130),
+    ("interrupted", [tally("pass")], {"not_run": 1, "interrupted": True}, ("not-run", "interrupted"), 130),
+    ("interrupted with every task begun", [tally("pass")], {"interrupted": True}, ("interrupted",), 130),
     (
         "nothing reached the agent",
         [tally_of(entry("error", code="reply:connect")), tally_of(entry("error", code="reply:auth"))],
@@ -132,7 +133,7 @@ VERDICTS = [
         "a bug cut it short, even when interrupted too",
         [tally("pass")],
         {"internal_error": "RuntimeError: x", "interrupted": True},
-        ("internal-error",),
+        ("interrupted", "internal-error"),
         4,
     ),
 ]
