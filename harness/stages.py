@@ -174,6 +174,8 @@ def send(run: Run) -> Sent:
         _signal.signal(signum, _signal.SIG_IGN)
     HandingOn.now = False
     not_run = in_task_order.finish()
+    if masking:  # named as an entry would be: by its masked id
+        not_run = [secrets.mask(task_id) for task_id in not_run]
     console.finish()
     pacing = pacer.state() if pacer is not None else None
     if pacing is not None and pacing.told:  # a replay, or an endpoint that never spoke of its limits, has none to say

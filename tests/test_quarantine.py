@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import unittest
 import urllib.error
 import urllib.request
@@ -25,6 +28,8 @@ from harness.text import headline
 from harness.verdict import Tallies, decide, decide_document
 from tests.support import (
     CANONICAL_TASKS,
+    CLI_TIMEOUT,
+    SCRIPT,
     SHIPPED_TASKS,
     LoopbackAgent,
     Received,
@@ -35,6 +40,7 @@ from tests.support import (
     clean_env,
     run_cli,
     send_json,
+    stop_signals_as_from_a_terminal,
 )
 
 PAST, FUTURE = "2001-01-01", "2999-01-01"  # for a subprocess, whose clock is the real one: long over, far ahead
@@ -510,6 +516,43 @@ class Masked(TempDirTestCase):
             ),
         )
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "r.json")))
+
+    def test_a_task_not_run_is_named_by_its_masked_id_as_its_entry_would_be(self) -> None:
+        data = task_data({})
+        data["tasks"][3]["id"] = "list-${MY_API_KEY}"
+
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if len(agent.received) > 1:
+                agent.release.wait(CLI_TIMEOUT)  # hold every later request until the test ends
+            canned(received, handler)
+
+        agent = self.serve(respond)
+        env = clean_env(
+            EVAL_TASKS=self.write_json("tasks.json", data),
+            EVAL_AGENT_URL=agent.url(),
+            EVAL_AGENT_TOKEN="tok-agent-1234",
+            EVAL_CONCURRENCY="1",
+            MY_API_KEY="sk-not-run-5678",
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--out", "r.json"],
+            cwd=self.tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        agent.wait_for_requests(2)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=CLI_TIMEOUT)
+        results = self.read_json("r.json")
+        self.assertEqual((proc.returncode, len(results["results"])), (130, 1))
+        self.assertIn("list-***", results["notRun"])
+        self.assertIn("list-***", results["manifest"]["selection"]["taskIds"])
+        with open(os.path.join(self.tmp, "r.json"), encoding="utf-8") as f:
+            self.assertNotIn("sk-not-run-5678", f.read())
 
 
 class ThroughTheModelProxy(TempDirTestCase):
