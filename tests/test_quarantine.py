@@ -497,6 +497,15 @@ class Masked(TempDirTestCase):
         self.assertNotIn("sk-quarantined-1234", out + err)
         self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", err)
 
+    def test_validates_warnings_mask_a_secret_that_a_task_id_expanded(self) -> None:
+        data = task_data({"asset-search-by-tag": {**PLAIN, "until": PAST}})
+        data["tasks"][0]["id"] = "asset-search-by-tag-${MY_API_KEY}"
+        path = self.write_json("tasks.json", data)
+        out, err, code = run_cli("validate", "--tasks", path, env=clean_env(MY_API_KEY="sk-quarantined-1234"))
+        self.assertEqual((err, code), ("", 0))
+        self.assertNotIn("sk-quarantined-1234", out)
+        self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", out)
+
     def test_two_task_ids_that_read_the_same_once_masked_are_refused_before_anything_is_sent(self) -> None:
         # Told apart by id alone, one's quarantine would excuse the other's regression.
         data = task_data({"asset-search-semantic": {**PLAIN, "until": FUTURE}})

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.conversation import UNSCRIPTED, ToolPlayer
-from harness.endpoints import environment_secrets
+from harness.endpoints import environment_secrets, variable_secrets
 from harness.flags import Parser
 from harness.leaks import Secrets
 from harness.records import NO_BUDGET, ExpectRefusal, ExpectTool, Reply, Step, Task, TaskFile, Tool, ToolCall
@@ -70,8 +70,12 @@ def main(
         *self_loops(task_file),
         *quarantine_warnings(task_file.tasks, utc_today()),
     )
+    # A task's id may hold what its placeholders expanded: said masked, as a run says it.
+    known = Secrets(
+        environment_secrets(settings, os.environ) | variable_secrets(task_file.expanded, settings, os.environ)
+    )
     for warning in warnings:
-        say(f"warning: {warning}")
+        say(known.mask(f"warning: {warning}"))
     backend = os.environ.get("EVAL_BACKEND", "")
     for note in schema_notes[backend](task_file.tools) if backend in schema_notes else []:
         say(f"{backend}: {note}")
