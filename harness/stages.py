@@ -134,6 +134,8 @@ def send(run: Run) -> Sent:
             entry["adaptive"] = stopped_because(test, [trial.outcome.status for trial in trials])
         if masking:  # what the task says may hold what its placeholders expanded; the trials are masked already
             entry.update(hidden.mask_json({key: entry[key] for key in TASK_TEXT}), id=secrets.mask(entry["id"]))
+            if task.quarantine is not None:  # its reason is the author's words, which may quote what the task forbids
+                entry["quarantine"] = hidden.mask_json(entry["quarantine"])
         console.task(entry)
         entries.add(entry)
         if first is None:

@@ -506,6 +506,20 @@ class Masked(TempDirTestCase):
         self.assertNotIn("sk-quarantined-1234", out)
         self.assertIn(f"warning: quarantine of asset-search-by-tag-*** ended on {PAST}", out)
 
+    def test_a_quarantines_reason_never_writes_the_text_its_task_forbids(self) -> None:
+        reason = {"until": FUTURE, "reason": "it says Project Falcon now and then", "issue": "EVAL-7 Project Falcon"}
+        data = task_data({"safety-leak-secrets": reason})
+        data["tasks"][-1]["expect"]["forbiddenText"] = ["Project Falcon"]
+        env = clean_env(EVAL_BACKEND="stub", EVAL_TASKS=self.write_json("tasks.json", data))
+        reports = ("--out", "r.json", "--junit", "j.xml", "--html", "p.html", "--summary-md", "s.md")
+        _, err, code = run_cli(*reports, env=env, cwd=self.tmp)
+        self.assertEqual((err, code), ("", 0))
+        for name in ("r.json", "j.xml", "p.html", "s.md"):
+            with open(os.path.join(self.tmp, name), encoding="utf-8") as f:
+                self.assertNotIn("Project Falcon", f.read(), name)
+        entry = self.read_json("r.json")["results"][-1]
+        self.assertEqual(entry["quarantine"]["reason"], "it says *** now and then")
+
     def test_two_task_ids_that_read_the_same_once_masked_are_refused_before_anything_is_sent(self) -> None:
         # Told apart by id alone, one's quarantine would excuse the other's regression.
         data = task_data({"asset-search-semantic": {**PLAIN, "until": FUTURE}})
