@@ -788,10 +788,18 @@ class Tally:
 
 @record
 class CategoryCount:
-    """Passed and total trials of one category."""
+    """Passed and total trials of one category; under --runs auto, the mean of its tasks' own pass rates too."""
 
     passed: int
     total: int
+    task_rate: Fraction | None = None  # --runs auto: what its rate is, each task weighing alike, as the run's is
+
+    @property
+    def rate(self) -> Fraction:
+        """Its pass-rate in percent: passed trials over its trials; under --runs auto, its tasks' mean."""
+        if self.task_rate is not None:
+            return 100 * self.task_rate
+        return Fraction(100 * self.passed, self.total) if self.total else Fraction(0)
 
 
 # A cost figure: a count's mean per trial exactly (tokens, tool calls, steps), milliseconds as measured (latency).

@@ -318,7 +318,7 @@ DOCUMENT = {
         )
     ),
     "usage": IfThere(Maybe({"inputTokens": WHOLE, "outputTokens": WHOLE, "latencyMs": NUMBER})),
-    "byCategory": Each({"passed": WHOLE, "total": WHOLE}),
+    "byCategory": Each({"passed": WHOLE, "total": WHOLE, "passRate": IfThere(PERCENT)}),  # passRate: --runs auto's
     "results": [ENTRY],
 }
 
@@ -533,7 +533,14 @@ def summary_fields(summary: Summary) -> dict[str, Any]:
         }
         if summary.tokens
         else None,
-        "byCategory": {name: {"passed": c.passed, "total": c.total} for name, c in summary.by_category.items()},
+        "byCategory": {
+            name: {
+                "passed": c.passed,
+                "total": c.total,
+                **({"passRate": round(float(c.rate), 4)} if c.task_rate is not None else {}),
+            }
+            for name, c in summary.by_category.items()
+        },
     }
 
 

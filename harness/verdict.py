@@ -202,6 +202,7 @@ def decide(
     # no list as long as the run for it.
     passed = errored = total = 0
     per_category: dict[str, list[int]] = {}
+    category_rates: dict[str, list[Any]] = {}  # --runs auto: the sum of each category's tasks' own rates, its tasks
     shapes: Counter[tuple[int, int]] = Counter()  # (passing trials, trials) -> how many tasks, for pass^k
     flaky, blocking_failed, violations, missed, tokens = [], [], [], [], []
     reached, latency_ms, over_budget = 0, 0.0, 0
@@ -236,6 +237,10 @@ def decide(
         category = per_category.setdefault(name, [0, 0])
         category[0] += c
         category[1] += n
+        if adaptive is not None:  # each task weighing alike, as the run's rate: a category's reliable tasks ran longer
+            rates = category_rates.setdefault(name, [Fraction(0), 0])
+            rates[0] += Fraction(c, n)
+            rates[1] += 1
         shapes[c, n] += 1
         if 0 < c < n:
             flaky.append(task_id)
@@ -313,7 +318,10 @@ def decide(
         gate=gate,
         gate_passed=not because,
         exit_code=exit_code,
-        by_category={name: CategoryCount(c, n) for name, (c, n) in per_category.items()},
+        by_category={
+            name: CategoryCount(c, n, Fraction(*category_rates[name]) if name in category_rates else None)
+            for name, (c, n) in per_category.items()
+        },
         gate_failed_because=because,
         not_run=not_run,
         runs=runs,

@@ -25,6 +25,7 @@ from tests.support import (
     LoopbackAgent,
     Received,
     TempDirTestCase,
+    canonical_task_data,
     clean_env,
     run_cli,
     send_json,
@@ -96,6 +97,36 @@ class AutoRuns(TempDirTestCase):
         stdout, stderr, code = run_cli(*two, "--gate", "80", "--out", os.path.join(self.tmp, "t.json"), env=env)
         self.assertEqual(code, 1, stderr)
         self.assertEqual(self.read_json("t.json")["gateFailedBecause"], ["below-gate"])  # 6 of 8 trials passed
+
+    def test_a_categorys_rate_weighs_its_tasks_alike_in_every_report(self) -> None:
+        data = canonical_task_data()
+        for task in data["tasks"]:
+            task["category"] = "assets"
+        tasks = self.write_json("one-category.json", data)
+        _, stderr, code = self.run_auto(
+            "--tasks", tasks, "--gate", "0", "--summary-md", os.path.join(self.tmp, "s.md"),
+            "--html", os.path.join(self.tmp, "r.html"),
+        )  # fmt: skip
+        self.assertEqual(code, 0, stderr)
+        # 0/2, 6/6 and 8/10: 14 of 18 trials passed, the tasks at 60% on average, as the run's own rate
+        document = self.read_json("r.json")
+        self.assertEqual(
+            (document["passRate"], document["byCategory"]),
+            (60.0, {"assets": {"passed": 14, "total": 18, "passRate": 60.0}}),
+        )
+        with open(os.path.join(self.tmp, "s.md"), encoding="utf-8") as f:
+            self.assertIn("| assets | 14 | 18 | 60% |", f.read())
+        with open(os.path.join(self.tmp, "r.html"), encoding="utf-8") as f:
+            page = f.read()
+        self.assertIn("14/18 trials passed, the tasks at 60% on average (gate 0%)", page)
+        self.assertIn("14/18 trials (60% on average)</text>", page)
+        self.assertNotIn("77.8%", page)
+        _, stderr, code = run_cli(
+            "report", os.path.join(self.tmp, "r.json"), "-o", os.path.join(self.tmp, "again.html")
+        )
+        self.assertEqual(code, 0, stderr)
+        with open(os.path.join(self.tmp, "again.html"), encoding="utf-8") as f:
+            self.assertIn("14/18 trials (60% on average)</text>", f.read())
 
     def test_the_same_trials_and_verdicts_at_any_concurrency(self) -> None:
         _, stderr, _ = self.run_auto("--concurrency", "1", out="one.json")

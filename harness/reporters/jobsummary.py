@@ -6,7 +6,6 @@ import html
 import os
 import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from harness.drift import drift_markdown
@@ -97,12 +96,10 @@ def job_summary(
         lines.append(
             f"\n**Internal error** in the harness, not a verdict on the agent: {_text(summary.internal_error)}"
         )
-    lines += ["", "| category | passed | total | rate |", "|---|---:|---:|---:|"]
+    rate = "rate" if summary.task_rate is None else "tasks' mean rate"  # --runs auto: its tasks weigh alike
+    lines += ["", f"| category | passed | total | {rate} |", "|---|---:|---:|---:|"]
     for category, counted in summary.by_category.items():
-        lines.append(
-            f"| {_text(category)} | {counted.passed} | {counted.total} "
-            f"| {percent(Fraction(100 * counted.passed, counted.total or 1), 1)}% |"
-        )
+        lines.append(f"| {_text(category)} | {counted.passed} | {counted.total} | {percent(counted.rate, 1)}% |")
     page = _Page(lines)
     if comparison is not None and comparison.costs.tasks:
         _costs(page, comparison)

@@ -160,11 +160,13 @@ def _gated_on(document: Mapping[str, Any]) -> str:
 def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
     met = document["gatePassed"]
     rate = Fraction(document["passRate"]).limit_denominator(10**6)
-    trials = " trials" if document["runs"] > 1 else ""
+    trials = " trials" if document["runs"] > 1 or "adaptive" in document else ""
+    # --runs auto: the rate is the tasks' mean, not passed over all trials (tasks ran different numbers of trials)
+    rate_text = f"the tasks at {percent(rate, 1)}% on average" if "adaptive" in document else f"{percent(rate, 1)}%"
     yield f'<section class="verdict{" met" if met else ""}" id="verdict">'
     yield (
         f"<h1>{'Gate met' if met else 'Gate not met'}: {document['passed']}/{document['total']}{trials} passed, "
-        f"{percent(rate, 1)}% (gate {percent(Fraction(document['gate']).limit_denominator(10**6), 2)}%"
+        f"{rate_text} (gate {percent(Fraction(document['gate']).limit_denominator(10**6), 2)}%"
         f"{_gated_on(document) if document['gateOn'] == 'pass-all' else ''})</h1>"
     )
     if not met:
@@ -327,14 +329,19 @@ def _categories(document: Mapping[str, Any]) -> Iterator[str]:
     for i, (category, counts) in enumerate(categories):
         y = 4 + 22 * i
         passed, total = counts["passed"], counts["total"]
-        filled = round(bar * passed / total) if total else 0
+        if "passRate" in counts:  # --runs auto: its tasks' mean rate, each weighing alike, as the run's
+            rate: Fraction | None = Fraction(counts["passRate"]).limit_denominator(10**6)
+            shown = f"{passed}/{total} trials ({_rate(rate)} on average)"
+        else:
+            rate = Fraction(100 * passed, total) if total else None
+            shown = f"{passed}/{total} ({_rate(rate)})"
+        filled = round(bar * rate / 100) if rate is not None else 0
         colour = "var(--pass)" if passed == total else "var(--fail)"
         yield (
             f'<text x="{label - 8}" y="{y + 14}" text-anchor="end">{_e(_clip(category, 40))}</text>'
             f'<rect x="{label}" y="{y}" width="{bar}" height="16" fill="#eaeef2"/>'
             f'<rect x="{label}" y="{y}" width="{filled}" height="16" fill="{colour}"/>'
-            f'<text x="{label + bar + 8}" y="{y + 14}">{passed}/{total}'
-            f" ({_rate(Fraction(100 * passed, total) if total else None)})</text>"
+            f'<text x="{label + bar + 8}" y="{y + 14}">{shown}</text>'
         )
     yield "</svg></section>\n"
 
