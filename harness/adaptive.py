@@ -13,7 +13,7 @@ region) either verdict may come. Pure arithmetic: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from math import log
 from typing import Any
@@ -86,6 +86,16 @@ def fewest_further(test: Test, passes: int, trials: int) -> int:
         if {verdict(test, passes + further, trials + further), verdict(test, passes, trials + further)} != {CONTINUE}:
             return further
     return test.most - trials
+
+
+def spared(settings: Mapping[str, Any], shapes: Mapping[tuple[int, int], int]) -> int:
+    """The trials a fixed run of the most would have sent beyond those spent on the tasks the test settled, from
+    --runs auto's settings as the results keep them and (passes, trials) -> how many tasks; a task the run cut short
+    spared none: its test had not settled it."""
+    test = sequential_test(
+        Auto(settings["max"], Decimal(str(settings["confidence"])), Decimal(str(settings["reliability"])))
+    )
+    return sum((test.most - n) * like for (c, n), like in shapes.items() if verdict(test, c, n) != CONTINUE)
 
 
 def stopped_because(test: Test, statuses: Sequence[str]) -> dict[str, Any]:

@@ -279,8 +279,11 @@ def decide(
         )
         rate = all_passed if gate_on == "pass-all" else task_rate
         tasks, trials = sum(shapes.values()) + sum(held_shapes.values()), total + held_counts[2]
+        from harness.adaptive import spared  # only a run of auto pays for the test
+
         settings = {key: adaptive[key] for key in ("max", "confidence", "reliability")}
-        spent = {**settings, "trials": trials, "fixedTrials": tasks * runs, "saved": tasks * runs - trials}
+        saved = spared(settings, shapes + held_shapes)  # what the test spared: a task cut short spared nothing
+        spent = {**settings, "trials": trials, "fixedTrials": tasks * runs, "saved": saved}
     unreachable = bool(shapes or held_shapes) and not reached
     reasons = {
         "below-gate": (total > 0 or not held) and rate * 100 < Fraction(gate),

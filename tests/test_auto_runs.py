@@ -215,12 +215,14 @@ class AutoRuns(TempDirTestCase):
         self.addCleanup(proc.kill)
         held.wait_for_requests(4)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
         self.assertEqual(proc.returncode, 130, stderr)
         self.assertIn("interrupted after 3 of at most 10 trials", stderr)
         document = self.read_json("cut.json")
         self.assertTrue(document["interrupted"])
         self.assertEqual(trials(document), {RELIABLE: (("pass",) * 3, {"trials": 3, "stoppedBecause": "cut-short"})})
+        self.assertEqual(document["adaptive"]["saved"], 0, "the run cut the task short, not its test")
+        self.assertIn("3 trials of --runs 10's 10 (0% saved)", stdout)
 
     def test_a_rejected_key_stops_the_run_as_in_a_fixed_run(self) -> None:
         def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:

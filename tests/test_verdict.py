@@ -212,6 +212,12 @@ class AutoRuns(unittest.TestCase):
         summary = decide(tasks, Decimal(0), runs=10, adaptive=AUTO)
         self.assertEqual(summary.adaptive, {**AUTO, "trials": 8, "fixedTrials": 20, "saved": 12})
 
+    def test_a_task_the_run_cut_short_saved_no_trials(self) -> None:
+        # Ctrl-C after 3 passes of one task: its other 7 were not spared by the test, which had not settled it
+        tasks = [tally(*("pass",) * 6, task_id="ok"), tally("pass", "pass", "pass", task_id="cut")]
+        summary = decide(tasks, Decimal(0), runs=10, adaptive=AUTO, interrupted=True)
+        self.assertEqual(summary.adaptive, {**AUTO, "trials": 9, "fixedTrials": 20, "saved": 4})
+
     def test_the_trials_gate_under_auto_weighs_each_task_alike_not_each_trial(self) -> None:
         # A reliable task runs longer than a broken one: counted by trials, 6 tasks passing of 10 would read 82%.
         tasks = [tally(*("pass",) * 6, task_id=f"ok-{n}") for n in range(6)]
