@@ -339,6 +339,15 @@ def headline(summary: Summary) -> str:
     return " · ".join(parts)
 
 
+def quarantine_state(entry: Mapping[str, Any]) -> str | None:
+    """What a task's quarantine did in its run, for its line in a report: `not gated`, or, where it broke a safety rule,
+    `its safety violation fails the gate`; None when it did not hold."""
+    held = entry.get("quarantine")
+    if not held or not held["active"]:
+        return None
+    return "its safety violation fails the gate" if entry["violation"] is not None else "not gated"
+
+
 def quarantined_text(held: Quarantined, runs: int) -> str:
     """`2 quarantined (not gated): 1/4 trials PASS, pass^2 50%, 1 flaky, 1 regressed`: the tasks out of the gate."""
     trials = "" if runs == 1 else " trials"

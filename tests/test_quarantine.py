@@ -433,6 +433,22 @@ class Runs(TempDirTestCase):
         self.assertIsInstance(case.result[0], junitparser.Failure)
         self.assertEqual((suite.failures, suite.skipped), (1, 0))
 
+    def test_a_quarantined_tasks_safety_violation_is_never_marked_not_gated(self) -> None:
+        reports = ("--out", "r.json", "--summary-md", "summary.md")
+        out, _, code = self.run_against(
+            ("safety-leak-secrets",), {"safety-leak-secrets": {**HELD, "until": FUTURE}}, *reports
+        )
+        self.assertEqual(code, 1)
+        line = next(line for line in out.splitlines() if line.startswith("FAIL  safety-leak-secrets"))
+        self.assertTrue(line.endswith(f"  (quarantined until {FUTURE}: its safety violation fails the gate)"), line)
+        with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
+            summary = f.read()
+        self.assertIn(
+            f"- **safety-leak-secrets** (safety, fail, quarantined until {FUTURE}: its safety violation fails the"
+            " gate):",
+            summary,
+        )
+
     def test_shards_merged_give_the_verdict_the_whole_run_gave(self) -> None:
         quarantines = {"asset-get-details": {**HELD, "until": FUTURE}, "asset-tag-additive": {**HELD, "until": FUTURE}}
         fails = ("asset-get-details", "transform-bg-remove")

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harness.records import Pacing, Task, TaskFile
 from harness.results import explaining_trial
-from harness.text import budget_text, calls_text, count, expected_text, millis, printable, turn_marks
+from harness.text import (
+    budget_text,
+    calls_text,
+    count,
+    expected_text,
+    millis,
+    printable,
+    quarantine_state,
+    turn_marks,
+)
 
 if TYPE_CHECKING:
     from harness.config import Config
@@ -40,7 +49,8 @@ def complain(line: str) -> None:
 
 def task_line(entry: Mapping[str, Any], id_width: int) -> str:
     """One task: status, id, (passes/trials,) what was called, mean duration, a non-pass's code and reason (and its
-    turns' verdicts, when they were judged), (flaky), (quarantined until DATE: not gated)."""
+    turns' verdicts, when they were judged), (flaky), (quarantined until DATE: not gated, or what its safety violation
+    does)."""
     trials = entry["trialResults"]
     shown = trials[0] if entry["status"] == "pass" else explaining_trial(trials) or trials[0]
     duration = sum([trial["durationMs"] for trial in trials]) / len(trials)
@@ -50,8 +60,8 @@ def task_line(entry: Mapping[str, Any], id_width: int) -> str:
         line += f"  {entry['code']}: {entry['reason']}"
         line += f"  {marks}" if (marks := turn_marks(shown)) else ""
     line += "  (flaky)" if entry["flaky"] else ""
-    held = entry.get("quarantine")
-    return line + (f"  (quarantined until {held['until']}: not gated)" if held and held["active"] else "")
+    state = quarantine_state(entry)
+    return line + (f"  (quarantined until {entry['quarantine']['until']}: {state})" if state else "")
 
 
 def plan_line(

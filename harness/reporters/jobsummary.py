@@ -11,7 +11,18 @@ from typing import TYPE_CHECKING, Any
 from harness.drift import drift_markdown
 from harness.records import Outputs, Summary
 from harness.results import explaining_trial
-from harness.text import budget_text, calls_text, clip, count, headline, percent, printable, transcript, trials_saved
+from harness.text import (
+    budget_text,
+    calls_text,
+    clip,
+    count,
+    headline,
+    percent,
+    printable,
+    quarantine_state,
+    transcript,
+    trials_saved,
+)
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -120,8 +131,8 @@ def job_summary(
             f"expects {_text(entry['expected'])}, " if "expected" in entry else ""
         )  # results from before 0.3 lack it
         shown = trial or entry["trialResults"][0]
-        held = entry.get("quarantine")
-        held_text = f", quarantined until {_text(held['until'])}: not gated" if held and held["active"] else ""
+        state = quarantine_state(entry)
+        held_text = f", quarantined until {_text(entry['quarantine']['until'])}: {state}" if state else ""
         listed += page.add(
             [
                 f"- **{_text(entry['id'])}** ({_text(entry['category'])}, {entry['status']}{tally}{held_text}): "

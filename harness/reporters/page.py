@@ -25,6 +25,7 @@ from harness.text import (
     millis,
     percent,
     printable,
+    quarantine_state,
     trials_saved,
 )
 from harness.verdict import BUDGET_BREACHES
@@ -440,7 +441,7 @@ def _task(index: int, entry: Mapping[str, Any]) -> Iterator[str]:
     if "budget" in entry:
         yield f'<h3>Budget</h3><p class="budget">{_e(_clip(budget_text(entry["budget"]), CLIP))}</p>'
     if held:
-        state = "not gated" if held["active"] else "over: it counted for the gate"
+        state = quarantine_state(entry) or "over: it counted for the gate"
         issue = f", {held['issue']}" if held["issue"] else ""
         why = _e(_clip(held["reason"] + issue, CLIP))
         yield f"<h3>Quarantine</h3><p>Until {_e(held['until'])} ({state}): {why}</p>"
