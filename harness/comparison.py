@@ -148,6 +148,13 @@ def classify(
             f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing",
         )
     failure_changed = not was and not now and before["code"] != after["code"]
+    settled = (before.get("adaptive", {}).get("stoppedBecause"), after.get("adaptive", {}).get("stoppedBecause"))
+    if settled in (("reliable", "unreliable"), ("unreliable", "reliable")):
+        # Each side's sequential test settled it (--runs auto), each verdict wrong at most 1 - confidence of the time:
+        # a flip is a change, where Fisher's test on the few trials they stopped at could not tell (6/6 → 3/6: 0.18).
+        counts = f"{before['passes']}/{before['trials']} → {after['passes']}/{after['trials']}"
+        detail = f"{counts} (settled {settled[0]}, now {settled[1]}) {_why(after)}".rstrip()
+        return TaskChange(task_id, category, "regressed" if settled[0] == "reliable" else "fixed", detail)
     if before["trials"] > 1 or after["trials"] > 1:
         b, a = before["passes"], after["passes"]
         if significant_drop(before["trials"], after["trials"]) is None:
@@ -306,7 +313,8 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     if any(comparison.auto):
         lines.append(
             "significance: each task's drop weighed on the trials it ran (--runs auto stops a task's when its test"
-            f" settles it), by Fisher's exact test, p < {ALPHA}; overall, a sign test over the tasks' own rates"
+            f" settles it), by Fisher's exact test, p < {ALPHA}, and a task each side's test settled, reliable then"
+            " and unreliable now, regressed; overall, a sign test over the tasks' own rates"
         )
     elif max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))

@@ -196,6 +196,22 @@ class AutoRuns(TempDirTestCase):
         # Calls per run: per task, a fixed side's runs; an auto side's mean trials per task (18 over 3: 6)
         self.assertRegex(stdout, r"imageman\.transform\.bgRemove\s+2 → 8\s+0\.67 → 1\.33\s+0\.22 → 0\.44")
 
+    def test_a_task_settled_reliable_in_the_baseline_and_unreliable_now_regressed(self) -> None:
+        def half(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["taskId"] == RELIABLE and received.json["trial"] % 2 == 0:
+                send_json(handler, WRONG)  # passes every other trial now: 3/6 settles it unreliable
+            else:
+                scripted(received, handler)
+
+        self.run_auto("--gate", "0", out="base.json")
+        baseline = os.path.join(self.tmp, "base.json")
+        stdout, stderr, code = self.run_auto("--gate", "0", "--baseline", baseline, agent=self.serve(half))
+        self.assertEqual(code, 1, stderr)
+        document = self.read_json("r.json")
+        self.assertEqual(trials(document)[RELIABLE][1], {"trials": 6, "stoppedBecause": "unreliable"})
+        self.assertEqual((document["regressed"], document["gateFailedBecause"]), ([RELIABLE], ["regression"]))
+        self.assertRegex(stdout, rf"REGRESSED\s+{RELIABLE}\s+6/6 → 3/6 \(settled reliable, now unreliable\)")
+
     def test_ctrl_c_writes_the_trials_so_far_and_says_the_task_was_cut_short(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             if received.json["trial"] == 4:

@@ -325,8 +325,35 @@ class CompareOnASelection(TempDirTestCase):
         self.assertEqual(stdout.splitlines()[-1], "5 not selected · 5 still passing")
 
 
+def settled(task_id: str, passes: int, trials: int, because: str) -> dict[str, Any]:
+    """A task's entry of a --runs auto run: passes of trials, and why its test stopped it."""
+    return {**entry(task_id, passes, trials), "adaptive": {"trials": trials, "stoppedBecause": because}}
+
+
 class AutoSideCompared(unittest.TestCase):
     """A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones."""
+
+    def test_a_task_its_test_settled_reliable_then_and_unreliable_now_regressed_where_fisher_cannot_tell(self) -> None:
+        # 6/6 against 3/6 is p = 0.18 by Fisher's test, yet each side's test settled its verdict at 95% confidence
+        then = [settled("t0", 6, 6, "reliable"), settled("t1", 6, 6, "reliable"), settled("t2", 0, 2, "unreliable")]
+        now = [settled("t0", 3, 6, "unreliable"), settled("t1", 2, 5, "unreliable"), settled("t2", 6, 6, "reliable")]
+        baseline, candidate = run_of(then, 10), run_of(now, 10)
+        for side in (baseline, candidate):
+            side["manifest"]["adaptive"] = {"max": 10, "confidence": 95.0, "reliability": 90.0}
+        comparison = compare(baseline, candidate)
+        changes = {task.id: (task.change, task.detail) for task in comparison.tasks}
+        self.assertEqual(
+            changes,
+            {
+                "t0": ("regressed", "6/6 → 3/6 (settled reliable, now unreliable) tool:wrong-name: " + WRONG[17:]),
+                "t1": ("regressed", "6/6 → 2/5 (settled reliable, now unreliable) tool:wrong-name: " + WRONG[17:]),
+                "t2": ("fixed", "0/2 → 6/6 (settled unreliable, now reliable)"),
+            },
+        )
+        self.assertEqual(comparison.regressed, ["t0", "t1"])
+        # A fixed baseline's 6/6 had no test settle it: Fisher's test alone, as for any fixed run
+        fixed = run_of([entry("t0", 6, 6)], 6)
+        self.assertEqual(next(task.change for task in compare(fixed, candidate).tasks if task.id == "t0"), "noise")
 
     def test_an_auto_candidate_whose_tasks_fell_is_an_overall_regression_though_its_pooled_trials_rose(self) -> None:
         ids = [f"t{n}" for n in range(10)]
