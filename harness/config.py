@@ -66,7 +66,12 @@ def _percent(text: str, number: str, where: str, most: Decimal) -> Decimal:
 def runs(text: str, where: str) -> int | Auto:
     """`N` trials of every task, or `auto` / `auto:MAX`: each repeated until the sequential test settles it."""
     if not text.strip().startswith("auto"):
-        return read_runs(text, where)
+        try:
+            return read_runs(text, where)
+        except ConfigError:  # say auto too: `AUTO` read as a number is a puzzle
+            raise ConfigError(
+                f"{where}: expected a whole number from 1 to 100, auto or auto:MAX, got {text!r}"
+            ) from None
     word, colon, most = text.strip().partition(":")
     from harness.adaptive import DEFAULT_MOST, Auto  # only a run of auto runs pays for the test
 

@@ -57,8 +57,19 @@ RUN_ERRORS: list[tuple[str, list[str], dict[str, str], str]] = [
     ),
     ("an unknown flag", ["--gates", "90"], {}, "unrecognized arguments: --gates 90 (see --help)"),
     ("a flag without its value", ["--gate"], {}, "argument --gate: expected one argument (see --help)"),
-    ("no runs", ["--runs", "0"], {}, "--runs: expected a whole number from 1 to 100, got '0'"),
-    ("runs in words", [], {"EVAL_RUNS": "many"}, "EVAL_RUNS: expected a whole number from 1 to 100, got 'many'"),
+    ("no runs", ["--runs", "0"], {}, "--runs: expected a whole number from 1 to 100, auto or auto:MAX, got '0'"),
+    (
+        "runs in words",
+        [],
+        {"EVAL_RUNS": "many"},
+        "EVAL_RUNS: expected a whole number from 1 to 100, auto or auto:MAX, got 'many'",
+    ),
+    (
+        "auto in capitals",
+        [],
+        {"EVAL_RUNS": "AUTO"},
+        "EVAL_RUNS: expected a whole number from 1 to 100, auto or auto:MAX, got 'AUTO'",
+    ),
     ("an unknown gate-on", ["--gate-on", "all"], {}, "--gate-on: expected trials or pass-all, got 'all'"),
     *[
         (
