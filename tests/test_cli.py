@@ -53,6 +53,18 @@ class StubRun(TempDirTestCase):
             ),
         )
 
+    def test_a_dry_run_of_auto_runs_says_the_tests_confidence_and_reliability(self) -> None:
+        stdout, stderr, code = run_cli("--dry-run", "--runs", "auto:20", "--confidence", "99", cwd=self.tmp)
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertEqual(
+            stdout.splitlines()[:2],
+            [
+                f"dry run: 10 of 10 tasks from {CANONICAL_TASKS} × auto runs (at most 20) on backend stub"
+                " (canned replies: this proves the wiring, not an agent)",
+                "settings: concurrency 4, gate 80% on trials, confidence 99%, reliability 90%",
+            ],
+        )
+
     def test_counts_of_one_are_said_in_the_singular(self) -> None:
         data = canonical_task_data()
         task = next(task for task in data["tasks"] if task["id"] == "asset-get-details")

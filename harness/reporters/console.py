@@ -96,6 +96,11 @@ def dry_run_lines(
     return [
         f"dry run: {plan}",
         f"settings: concurrency {config.concurrency}, gate {config.gate}% on {config.gate_on}"
+        + (
+            f", confidence {config.auto.confidence}%, reliability {config.auto.reliability}%"
+            if config.auto is not None
+            else ""
+        )
         + (f", {shown}" if shown else ""),
         *(
             f"  {task.id:<{width}}  {task.category}  expects {expected_text(task)}{_over(task)}{_within(task)}"
