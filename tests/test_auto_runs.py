@@ -187,8 +187,11 @@ class AutoRuns(TempDirTestCase):
         self.assertEqual(code, 0, stderr)
         document = self.read_json("auto.json")
         self.assertEqual(document["regressed"], [])
-        stdout, stderr, code = run_cli("compare", baseline, os.path.join(self.tmp, "auto.json"))
+        out = os.path.join(self.tmp, "compared.json")
+        stdout, stderr, code = run_cli("compare", baseline, os.path.join(self.tmp, "auto.json"), "--out", out)
         self.assertEqual(code, 0, stderr)
+        # no one drop of 3 then and 10 now is the rule: each task ran its own trials
+        self.assertEqual(self.read_json("compared.json")["runs"], {"then": 3, "now": 10, "significantDrop": None})
         self.assertIn("setting changed: runs 3 → auto:10 (95% confidence, 90% reliability)", stdout)
         self.assertRegex(stdout, rf"{BROKEN}\s+0/3 → 0/2")
         self.assertRegex(stdout, rf"{FLAKY}\s+2/3 → 8/10")
