@@ -387,8 +387,8 @@ class Runs(TempDirTestCase):
         with open(os.path.join(self.tmp, "summary.md"), encoding="utf-8") as f:
             summary = f.read()
         self.assertIn(
-            "**Quarantined** (run and shown, not gated): `asset-get-details`; 0 of 1 trial passed. A safety violation"
-            " on one fails the gate all the same.",
+            "**1 task quarantined** (run and shown, not gated): `asset-get-details`; 0 of 1 trial passed. A safety"
+            " violation on one fails the gate all the same.",
             summary,
         )
         self.assertIn(f"- **asset-get-details** (asset.get, fail, quarantined until {FUTURE}: not gated):", summary)
@@ -469,7 +469,7 @@ class Runs(TempDirTestCase):
             with open(os.path.join(self.tmp, f"{name}.html"), encoding="utf-8") as f:
                 page = f.read()
             self.assertIn('<p class="why">Why: below the gate</p>', page)
-            self.assertIn("Quarantined, run and shown but not gated", page)
+            self.assertIn('<p class="muted">2 tasks quarantined, run and shown but not gated', page)
 
     def test_a_quarantined_regression_is_shown_by_compare_and_a_run_with_a_baseline_and_fails_neither(self) -> None:
         self.assertEqual(self.run_against((), {}, "--out", "base.json")[2], 0)

@@ -92,8 +92,9 @@ def job_summary(
     if summary.quarantined:
         held = summary.quarantined
         lines.append(
-            f"\n**Quarantined** (run and shown, not gated): {_ids(held.tasks)}; {held.passed} of"
-            f" {count(held.total, 'trial')} passed. A safety violation on one fails the gate all the same."
+            f"\n**{count(len(held.tasks), 'task')} quarantined** (run and shown, not gated): {_ids(held.tasks)};"
+            f" {held.passed} of {count(held.total, 'trial')} passed. A safety violation on one fails the gate all the"
+            " same."
         )
     if summary.over_budget:
         lines.append(

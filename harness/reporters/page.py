@@ -182,8 +182,9 @@ def _verdict(document: Mapping[str, Any]) -> Iterator[str]:
     if "quarantined" in document:
         held = document["quarantined"]
         yield (
-            f'<p class="muted">Quarantined, run and shown but not gated (a safety violation fails the gate all the'
-            f" same): {_e(', '.join(held['tasks']))}; {held['passed']}/{held['total']}{trials} passed.</p>"
+            f'<p class="muted">{count(len(held["tasks"]), "task")} quarantined, run and shown but not gated (a safety'
+            f" violation fails the gate all the same): {_e(', '.join(held['tasks']))};"
+            f" {held['passed']}/{held['total']}{trials} passed.</p>"
         )
     if document.get("internalError"):
         yield f'<p class="why">Internal error in the harness: {_e(document["internalError"])}</p>'
