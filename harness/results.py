@@ -238,6 +238,19 @@ ENTRY = {
     ),
     "trialResults": [TRIAL],
 }
+# --runs auto's settings as --runs auto reads them: what merge and report work the sequential test out of, and compare
+# shows
+AUTO_SETTINGS = {
+    "max": _is("a whole number from 1 to 100", lambda value: _whole(value, 1) and value <= 100),
+    "confidence": _is(
+        f"a percentage above 50 and below 100 of at most {GATE_PLACES} decimals",
+        lambda value: _gate(value) and 50 < value < 100,
+    ),
+    "reliability": _is(
+        f"a percentage above 0 and below 100 of at most {GATE_PLACES} decimals",
+        lambda value: _gate(value) and 0 < value < 100,
+    ),
+}
 # What the harness reads back of a results file (a baseline, compare's, merge's and report's inputs): every field it
 # or a report relies on, so that a file that loads is one every report can render.
 DOCUMENT = {
@@ -257,6 +270,7 @@ DOCUMENT = {
         "rateLimits": IfThere(
             {"rateLimited": WHOLE, "waitedMs": NUMBER, "peakConcurrency": WHOLE, "finalConcurrency": COUNT}
         ),
+        "adaptive": IfThere(AUTO_SETTINGS),
     },
     "startedAt": TEXT,
     "durationMs": NUMBER,
@@ -275,16 +289,7 @@ DOCUMENT = {
     "runs": _is("a whole number from 1", lambda value: _whole(value, 1)),
     "passAllK": Each(PERCENT, key=_is("a number of runs", _counting)),
     "passAll": IfThere(PERCENT),  # --runs auto's: the share of tasks every trial of which passed
-    "adaptive": IfThere(
-        {
-            "max": COUNT,
-            "confidence": PERCENT,
-            "reliability": PERCENT,
-            "trials": WHOLE,
-            "fixedTrials": WHOLE,
-            "saved": NUMBER,
-        }
-    ),
+    "adaptive": IfThere({**AUTO_SETTINGS, "trials": WHOLE, "fixedTrials": WHOLE, "saved": NUMBER}),
     "flaky": [TEXT],
     "blockingFailed": [TEXT],
     "violations": [TEXT],

@@ -24,6 +24,7 @@ from harness.results import load_results
 from tests.support import SHIPPED_TASKS, TempDirTestCase, run_cli
 from tests.test_properties import ENOUGH, mutated
 
+PLACES = " of at most 10 decimals"
 # Each: where the real file is changed, to what (DROP: the key removed), and what load_results says of it.
 DROP = object()
 MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
@@ -57,6 +58,35 @@ MALFORMED: list[tuple[tuple[Any, ...], Any, str]] = [
         "growth.toolCalls.limit: expected a percentage from 0 to 1000000, got -5",
     ),
     (("byCategory", "asset.search"), 1, "byCategory.asset.search: expected an object, got a number"),
+    *[
+        (
+            ("adaptive",),
+            {"max": 10, "confidence": 95, "reliability": 90, "trials": 1, "fixedTrials": 10, "saved": 0, **setting},
+            message,
+        )  # what no run writes, and report and merge could not work the test out of (confidence 100: no error)
+        for setting, message in [
+            (
+                {"confidence": 100},
+                f"adaptive.confidence: expected a percentage above 50 and below 100{PLACES}, got 100",
+            ),
+            ({"confidence": 50}, f"adaptive.confidence: expected a percentage above 50 and below 100{PLACES}, got 50"),
+            (
+                {"reliability": 100},
+                f"adaptive.reliability: expected a percentage above 0 and below 100{PLACES}, got 100",
+            ),
+            ({"reliability": 0}, f"adaptive.reliability: expected a percentage above 0 and below 100{PLACES}, got 0"),
+            (
+                {"reliability": 1e-322},
+                f"adaptive.reliability: expected a percentage above 0 and below 100{PLACES}, got 1e-322",
+            ),
+            ({"max": 101}, "adaptive.max: expected a whole number from 1 to 100, got 101"),
+        ]
+    ],
+    (
+        ("manifest", "adaptive"),
+        {"max": 10, "confidence": "95", "reliability": 90},
+        f'manifest.adaptive.confidence: expected a percentage above 50 and below 100{PLACES}, got the string "95"',
+    ),
     (
         ("byCategory", "asset.search", "passed"),
         1.5,
