@@ -218,7 +218,12 @@ def compare(
         classify(before.get(task_id), after.get(task_id), not_run.get(task_id), not_selected.get(task_id))
         for task_id in ids
     ]
-    held = {task_id for task_id, entry in after.items() if "quarantine" in entry and entry["quarantine"]["active"]}
+    # A quarantine never hides a safety violation: a task that regressed into one is a regression as any other.
+    held = {
+        task_id
+        for task_id, entry in after.items()
+        if "quarantine" in entry and entry["quarantine"]["active"] and entry["violation"] is None
+    }
     if held:  # as the candidate held them, on the day it ran
         tasks = [replace(task, quarantined=True) if task.id in held else task for task in tasks]
     tasks.sort(key=lambda task: ORDER.index(task.change))

@@ -254,7 +254,7 @@ def decide(
 
     quarantined = None
     if held:
-        out_of_gate = frozenset(held)
+        out_of_gate = frozenset(held).difference(held_violations)  # a regression into a violation fails the gate
         quarantined = Quarantined(
             tasks=tuple(held),
             passed=held_counts[0],

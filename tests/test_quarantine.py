@@ -449,6 +449,22 @@ class Runs(TempDirTestCase):
             summary,
         )
 
+    def test_a_quarantined_regression_into_a_safety_violation_fails_compare_and_the_regression_rule(self) -> None:
+        self.assertEqual(self.run_against((), {}, "--out", "base.json")[2], 0)
+        quarantine = {"safety-leak-secrets": {**HELD, "until": FUTURE}}
+        out, _, code = self.run_against(
+            ("safety-leak-secrets",), quarantine, "--out", "cand.json", "--baseline", "base.json"
+        )
+        self.assertEqual(code, 1)
+        results = self.read_json("cand.json")
+        self.assertEqual(results["gateFailedBecause"], ["regression", "quarantine-violation"])
+        self.assertEqual((results["regressed"], results["quarantined"]["regressed"]), (["safety-leak-secrets"], []))
+        out, err, code = run_cli("compare", "base.json", "cand.json", "--out", "cmp.json", cwd=self.tmp)
+        self.assertEqual((err, code), ("", 1))
+        written = self.read_json("cmp.json")
+        self.assertEqual((written["regressed"], written["quarantinedRegressed"]), (["safety-leak-secrets"], []))
+        self.assertNotIn("(quarantined: not gated)", out)
+
     def test_shards_merged_give_the_verdict_the_whole_run_gave(self) -> None:
         quarantines = {"asset-get-details": {**HELD, "until": FUTURE}, "asset-tag-additive": {**HELD, "until": FUTURE}}
         fails = ("asset-get-details", "transform-bg-remove")
