@@ -201,6 +201,7 @@ class Ending:
     cut: BaseException | None = None
     rate_limited: bool = False
     stopped_by: Reply | None = None  # the error reply (one of STOPS_THE_RUN) that stopped them, masked
+    wave: int = 0  # how many rate-limited endings in a row stop them: as many as may be in flight at once
 
 
 def run_jobs(
@@ -267,7 +268,7 @@ def run_jobs(
         on_result(finished[index])
     if stop is None and INTERRUPTED.is_set():  # heard while the last were handed on
         stop = KeyboardInterrupt()
-    return Ending(stop, rate_limited, stopped_by)
+    return Ending(stop, rate_limited, stopped_by, wave)
 
 
 def run_until_settled(
@@ -346,6 +347,9 @@ def run_until_settled(
     stopped_by: Reply | None = None
     leftovers: dict[tuple[int, int], Result] = {}
     workers = min(concurrency, count * test.most)
+    # A wave is as many endings in a row as may be in flight at once: a few tasks have fewer than the workers, only
+    # what their tests need, and would be settled unreliable on their rate-limited endings before a wave of the workers
+    wave = max(1, min(workers, count * room[0])) if count else 1
     pool = _settling_pool(run, take, workers, leftovers) if workers > 1 else None
     completed = pool if pool is not None else ((job, run(job)) for job in iter(take, None))
     try:
@@ -358,7 +362,7 @@ def run_until_settled(
                 stopped_by = result.reply
                 break
             limited_in_a_row = limited_in_a_row + 1 if result.reply.error_code == RATE_LIMITED else 0
-            if limited_in_a_row == max(workers, 1):
+            if limited_in_a_row == wave:
                 rate_limited = True
                 break
     except (KeyboardInterrupt, Exception) as exc:
@@ -376,7 +380,7 @@ def run_until_settled(
             on_result(trials[trial])
     if stop is None and INTERRUPTED.is_set():
         stop = KeyboardInterrupt()
-    return Ending(stop, rate_limited, stopped_by)
+    return Ending(stop, rate_limited, stopped_by, wave)
 
 
 def _settling_pool(

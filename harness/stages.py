@@ -273,7 +273,7 @@ def report(run: Run, sent: Sent, summary: Summary, comparison: Comparison | None
     elif sent.ending.rate_limited:
         complain(
             f"eval_agent: stopped after {sent.handed} of {planned}: "
-            f"{count(min(sent.concurrency, sent.jobs), 'request')} in a row ended rate-limited (reply:rate-limited), "
+            f"{count(sent.ending.wave, 'request')} in a row ended rate-limited (reply:rate-limited), "
             "the rest were not sent"
         )
     return summary.exit_code

@@ -306,3 +306,27 @@ class Waves(TempDirTestCase):
         self.assertEqual((ending.cut, ending.rate_limited), (None, True))
         self.assertGreaterEqual(len(handed), 3, "the wave's endings are handed on")
         self.assertLess(len(handed), 2 * len(tasks), "and the rest not sent")
+
+    def test_a_wave_is_as_many_endings_in_a_row_as_may_be_in_flight_fewer_than_the_concurrency_for_few_tasks(
+        self,
+    ) -> None:
+        # One task at concurrency 8 has 2 trials in flight at the start: it was settled unreliable by its 2 rate-limited
+        # endings, and the run never saw 8 in a row, so nothing said the rate limits had stopped it
+        (task,) = [task for task in load_task_file(CANONICAL_TASKS).tasks if task.id == RELIABLE]
+        handed: list[Result] = []
+        ending = run_until_settled(RateLimited(), [task], sequential_test(Auto()), 8, handed.append)
+        self.assertEqual((ending.cut, ending.rate_limited, ending.wave, len(handed)), (None, True, 2, 2))
+
+    def test_a_run_of_few_tasks_says_the_rate_limits_stopped_it(self) -> None:
+        spent = {"Retry-After": "1", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "15m0s"}
+        agent = self.serve(lambda received, handler: send_json(handler, {"error": "slow down"}, 429, spent))
+        env = clean_env(EVAL_AGENT_URL=agent.url(), EVAL_TIMEOUT="5")
+        out = os.path.join(self.tmp, "r.json")
+        stdout, stderr, code = run_cli(
+            "--runs", "auto", "--task", RELIABLE, "--concurrency", "8", "--out", out, env=env
+        )
+        self.assertEqual(code, 1, stdout + stderr)
+        self.assertEqual(self.read_json("r.json")["gateFailedBecause"], ["below-gate", "rate-limited"])
+        self.assertIn(
+            "stopped after 2 of at most 10 trials: 2 requests in a row ended rate-limited (reply:rate-limited)", stderr
+        )
