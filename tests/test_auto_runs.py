@@ -8,12 +8,17 @@ import pty
 import signal
 import subprocess
 import sys
+import threading
+from collections import Counter
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from backends.contract import parse_reply
+from backends.stub import StubBackend
 from harness.adaptive import Auto, sequential_test
-from harness.records import AgentRequest, BackendError, Reply, Result
-from harness.running import RATE_LIMITED, run_until_settled
+from harness.records import AgentRequest, BackendError, Reply, Result, Task, replace
+from harness.running import RATE_LIMITED, Ending, InTaskOrderSettled, run_until_settled
 from harness.taskfile import load_task_file
 from tests.providers import openai_error
 from tests.support import (
@@ -330,3 +335,52 @@ class Waves(TempDirTestCase):
         self.assertIn(
             "stopped after 2 of at most 10 trials: 2 requests in a row ended rate-limited (reply:rate-limited)", stderr
         )
+
+
+class Mixed(InProcessAgent):
+    """The stub's answers, but wrong for every third task and on every fifth trial of the next: tasks settled
+    reliable, unreliable and at MAX; counts the requests it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stub = StubBackend()
+        self.sent: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def run(self, request: AgentRequest) -> Reply:
+        with self.lock:
+            self.sent[request.task_id] += 1
+        kind = int(request.task_id.rsplit("-", 1)[1]) % 3
+        if kind == 1 or (kind == 2 and request.trial % 5 == 1):
+            return parse_reply(WRONG)
+        return self.stub.run(request)
+
+
+class Scheduling(TempDirTestCase):
+    def settle(self, tasks: list[Task], concurrency: int) -> tuple[Counter[str], dict[str, tuple[str, ...]]]:
+        """The requests each task was sent and its trials' statuses, run in a thread waited for within a bound."""
+        agent, handed, test = Mixed(), {}, sequential_test(Auto())
+
+        def on_task(task: Task, trials: Sequence[Result]) -> None:
+            handed[task.id] = tuple(trial.outcome.status for trial in trials)
+
+        in_order = InTaskOrderSettled(tasks, test, on_task)
+        endings: list[Ending] = []
+        run = threading.Thread(
+            target=lambda: endings.append(run_until_settled(agent, tasks, test, concurrency, in_order.add)), daemon=True
+        )
+        run.start()
+        run.join(CLI_TIMEOUT)
+        self.assertFalse(run.is_alive(), f"the run at concurrency {concurrency} stalled")
+        self.assertEqual((endings[0].cut, in_order.finish()), (None, []))
+        return agent.sent, handed
+
+    def test_thousands_of_tasks_at_concurrency_8_settle_as_at_1_sent_no_trial_their_tests_did_not_need(self) -> None:
+        canonical = load_task_file(CANONICAL_TASKS).tasks
+        tasks = [replace(canonical[n % len(canonical)], id=f"task-{n}") for n in range(2000)]
+        settled = {}
+        for concurrency in (1, 8):
+            sent, settled[concurrency] = self.settle(tasks, concurrency)
+            self.assertEqual(sent, Counter({task_id: len(trials) for task_id, trials in settled[concurrency].items()}))
+        self.assertEqual(settled[1], settled[8])
+        self.assertEqual({len(trials) for trials in settled[8].values()}, {2, 6, 10})
