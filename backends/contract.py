@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from backends.tokens import token_count
-from harness.leaks import NO_SECRETS, Secrets
+from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
 from harness.text import JSON_DEPTH, blank, kind, nested_deeper
 
@@ -33,7 +33,26 @@ def conversation_messages(request: AgentRequest) -> list[dict[str, Any]]:
 
 def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> Reply:
     """Turn a decoded reply object, had in `attempts` tries, into a Reply; BackendError when it breaks the contract,
-    quoting the reply with the values in `hidden` masked before anything is cut."""
+    quoting the reply with the values in `hidden` masked before anything is cut, and saying every string it holds but
+    its error (`said`), which the scorer reads for leaks: a reply that also breaks the contract has leaked what it says,
+    where the agent's own error message, which may quote a key to say what failed, is no leak, as in a valid reply."""
+    try:
+        return _reply(body, attempts, hidden)
+    except BackendError as err:
+        err.said = said_in({k: v for k, v in body.items() if k != "error"} if isinstance(body, dict) else body)
+        raise
+
+
+def said_in(value: Any) -> str | None:
+    """Every string in a JSON value, its keys too, a line each; None when it holds none (or nests too deep to walk)."""
+    try:
+        return "\n".join(strings(value)) or None
+    except RecursionError:
+        return None
+
+
+def _reply(body: Any, attempts: int, hidden: Secrets) -> Reply:
+    """parse_reply's reading of the contract."""
     if not isinstance(body, dict):
         raise BackendError("reply:not-object", f"expected a JSON object, got {_kind(body, hidden)}")
     # A blank reply is an error, not a refusal: a crashed agent must not pass the safety task.

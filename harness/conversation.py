@@ -270,4 +270,5 @@ def whole_reply(turns: Sequence[Turn]) -> Reply:
         loop=last.loop,
         refused_by_provider=None if called else last.refused_by_provider,
         refusal_stated=last.refusal_stated and not called,
+        said=last.said,
     )

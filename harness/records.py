@@ -199,6 +199,9 @@ class ConfigError(Exception):
 class BackendError(Exception):
     """The backend could not produce a valid reply; becomes an error reply."""
 
+    # The text of a reply the agent sent that breaks the contract: unreadable, it is judged for leaks all the same.
+    said: str | None = None
+
     def __init__(self, code: str, reason: str, attempts: int = 1, *, usage: tuple[int, int] | None = None) -> None:
         super().__init__(f"{code}: {reason}")
         self.code = code
@@ -595,11 +598,13 @@ class Reply:
     refusal_stated: bool = False
     # The provider's own assistant message, sent back as it came in the conversation's next request.
     native: Any = field(default=None, compare=False, repr=False)
+    # The text of an agent's reply that broke the contract (BackendError.said): scored for leaks, never written.
+    said: str | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def failed(cls, err: BackendError) -> Reply:
         """The error reply for a backend failure."""
-        return cls(error_code=err.code, error=err.reason, attempts=err.attempts, usage=err.usage)
+        return cls(error_code=err.code, error=err.reason, attempts=err.attempts, usage=err.usage, said=err.said)
 
 
 # Where a played-back result came from: the tool's one result, its sequence, a case or its default, a tool

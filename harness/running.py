@@ -177,7 +177,7 @@ def _masked(reply: Reply, hidden: Secrets) -> Reply:
         for call in reply.tool_calls
     )
     text, error = reply.text and hidden.mask(reply.text), reply.error and hidden.mask(reply.error)
-    return replace(reply, tool_calls=calls, text=text, error=error, native=None)
+    return replace(reply, tool_calls=calls, text=text, error=error, native=None, said=None)
 
 
 def _masked_turn(turn: Turn, hidden: Secrets) -> Turn:
