@@ -184,6 +184,10 @@ def prepare(config: Config, backend_name: str, backend_settings: Any) -> Run:
         from harness.taskfile.quarantine import quarantine_warnings
 
         warnings += quarantine_warnings(tasks, today)
+    if config.auto is not None:
+        from harness.adaptive import unsettled
+
+        warnings += unsettled(config.auto)
     surface = AgentSurface(task_file.tools, config.system_prompt or task_file.system)
     # Every secret the run can know, whichever backend runs: what the environment holds, what the tasks expanded.
     known = Secrets(

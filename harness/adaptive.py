@@ -98,6 +98,22 @@ def spared(settings: Mapping[str, Any], shapes: Mapping[tuple[int, int], int]) -
     return sum((test.most - n) * like for (c, n), like in shapes.items() if verdict(test, c, n) != CONTINUE)
 
 
+def unsettled(auto: Auto) -> list[str]:
+    """Warnings for settings under which the test cannot settle a task reliable, or unreliable, within its most trials
+    (passes in a row are the fastest to reliable, fails to unreliable): such a task runs them all, as in a fixed run."""
+    test = sequential_test(auto)
+    said = (
+        f"--runs auto:{auto.most} at {auto.reliability}% reliability and {auto.confidence}% confidence cannot settle a"
+        f" task"
+    )
+    within = f"within {test.most} trial{'s' if test.most > 1 else ''}"
+    return [
+        f"{said} {what} {within}: a task that {does} runs all {test.most}"
+        for what, does, passes in ((RELIABLE, "passes", test.most), (UNRELIABLE, "fails", 0))
+        if verdict(test, passes, test.most) != what
+    ]
+
+
 def stopped_because(test: Test, statuses: Sequence[str]) -> dict[str, Any]:
     """A task's entry's "adaptive": its trials and why they stopped (reliable, unreliable, max, or cut-short: the run
     was, before the test settled it)."""

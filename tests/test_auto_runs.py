@@ -133,6 +133,27 @@ class AutoRuns(TempDirTestCase):
         with open(os.path.join(self.tmp, "again.html"), encoding="utf-8") as f:
             self.assertIn("14/18 trials (60% on average)</text>", f.read())
 
+    def test_settings_under_which_the_test_cannot_settle_a_task_within_max_are_warned_of(self) -> None:
+        table = [
+            (
+                ("--reliability", "99.5"),
+                "eval_agent: warning: --runs auto:10 at 99.5% reliability and 95% confidence cannot settle a task"
+                " reliable within 10 trials: a task that passes runs all 10\n",
+            ),
+            (
+                ("--runs", "auto:1"),
+                "eval_agent: warning: --runs auto:1 at 90% reliability and 95% confidence cannot settle a task reliable"
+                " within 1 trial: a task that passes runs all 1\n"
+                "eval_agent: warning: --runs auto:1 at 90% reliability and 95% confidence cannot settle a task"
+                " unreliable within 1 trial: a task that fails runs all 1\n",
+            ),
+            ((), ""),
+        ]
+        for args, warned in table:
+            with self.subTest(args=args):
+                _, stderr, code = self.run_auto("--task", RELIABLE, "--dry-run", *args)
+                self.assertEqual((stderr, code), (warned, 0))
+
     def test_the_same_trials_and_verdicts_at_any_concurrency(self) -> None:
         _, stderr, _ = self.run_auto("--concurrency", "1", out="one.json")
         self.assertEqual(stderr.count("error"), 0, stderr)
