@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from backends.tokens import token_count
-from harness.leaks import NO_SECRETS, Secrets, strings
+from harness.leaks import NO_SECRETS, Secrets, said_in
 from harness.records import AgentRequest, BackendError, Reply, ToolCall
 from harness.text import JSON_DEPTH, blank, kind, nested_deeper
 
@@ -41,14 +41,6 @@ def parse_reply(body: Any, attempts: int = 1, hidden: Secrets = NO_SECRETS) -> R
     except BackendError as err:
         err.said = said_in({k: v for k, v in body.items() if k != "error"} if isinstance(body, dict) else body)
         raise
-
-
-def said_in(value: Any) -> str | None:
-    """Every string in a JSON value, its keys too, a line each; None when it holds none (or nests too deep to walk)."""
-    try:
-        return "\n".join(strings(value)) or None
-    except RecursionError:
-        return None
 
 
 def _reply(body: Any, attempts: int, hidden: Secrets) -> Reply:

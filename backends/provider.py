@@ -26,7 +26,7 @@ from backends.tokens import token_count
 from backends.toolnames import ToolNames
 from harness import exchanges
 from harness.endpoints import header_secrets, query_values, url_secrets
-from harness.leaks import NO_SECRETS, Secrets
+from harness.leaks import NO_SECRETS, Secrets, said_in
 from harness.records import AgentRequest, AgentSurface, BackendError, Reply, ToolCall, ToolResult, field, record
 from harness.settings import Setting, Sources
 from harness.text import JSON_DEPTH, nested_deeper
@@ -249,12 +249,14 @@ class ProviderBackend:
             try:
                 args = json.loads(args) if args.strip() else {}
             except (ValueError, RecursionError):
-                return ToolCall(name, {}, f"arguments are not JSON: {self.hidden.clip(args, 200)}", call_id)
+                shown = self.hidden.clip(args, 200)
+                return ToolCall(name, {}, f"arguments are not JSON: {shown}", call_id, said=args or None)
         if not isinstance(args, dict):
             shown = self.hidden.clip(json.dumps(args), 200)
-            return ToolCall(name, {}, f"arguments are not a JSON object: {shown}", call_id)
+            return ToolCall(name, {}, f"arguments are not a JSON object: {shown}", call_id, said=said_in(args))
         if nested_deeper(args, JSON_DEPTH):  # the harness masks, judges and writes them by recursion
-            return ToolCall(name, {}, f"arguments nested more than {JSON_DEPTH} levels deep", call_id)
+            deep = f"arguments nested more than {JSON_DEPTH} levels deep"
+            return ToolCall(name, {}, deep, call_id, said=said_in(args))
         return ToolCall(name, args, call_id=call_id)
 
     def call_id(self, given: Any, prefix: str) -> str:

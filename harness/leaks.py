@@ -154,3 +154,12 @@ def strings(value: Any) -> Iterator[str]:
         for key, item in value.items():
             yield key
             yield from strings(item)
+
+
+def said_in(value: Any) -> str | None:
+    """Every string in a JSON value, its keys too, a line each: what an unreadable reply or call says, read for leaks;
+    None when it holds none (or nests too deep to walk)."""
+    try:
+        return "\n".join(strings(value)) or None
+    except RecursionError:
+        return None

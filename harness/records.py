@@ -575,6 +575,8 @@ class ToolCall:
     # The name the agent reported, when it was read as the tool whose name that is as providers take it (an agent on a
     # provider's API reports `imageman_asset_get` for `imageman.asset.get`); None when it reported the tool's own.
     reported_name: str | None = None
+    # What arguments that could not be read (args_error) say: scored for leaks, never written.
+    said: str | None = field(default=None, compare=False, repr=False)
 
 
 @record

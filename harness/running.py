@@ -173,6 +173,7 @@ def _masked(reply: Reply, hidden: Secrets) -> Reply:
             reported_name=call.reported_name and hidden.mask(call.reported_name),
             args=hidden.mask_json(call.args),
             args_error=call.args_error and hidden.mask(call.args_error),
+            said=None,
         )
         for call in reply.tool_calls
     )

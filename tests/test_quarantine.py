@@ -21,11 +21,13 @@ import junitparser
 from harness.leaks import Secrets
 from harness.records import ForbiddenText, Quarantine, Reply, Result, Summary, ToolCall, replace
 from harness.results import summary_fields, task_entry
+from harness.running import run_task
 from harness.scoring import score
 from harness.taskfile import load_task_file, read_task_file
 from harness.taskfile.quarantine import quarantine_warnings
 from harness.text import headline
 from harness.verdict import Tallies, decide, decide_document
+from tests.providers import openai_completion
 from tests.support import (
     CANONICAL_TASKS,
     CLI_TIMEOUT,
@@ -34,6 +36,7 @@ from tests.support import (
     LoopbackAgent,
     Received,
     TempDirTestCase,
+    backend_for,
     canned,
     canonical_task,
     canonical_task_data,
@@ -699,3 +702,17 @@ class UnreadableReplies(TempDirTestCase):
         self.assertEqual((err, code, results["gateFailedBecause"]), ("", 1, ["quarantine-violation"]))
         with open(os.path.join(self.tmp, "r.json"), encoding="utf-8") as f:
             self.assertNotIn(token, f.read())
+
+    def test_a_models_call_whose_arguments_are_no_json_is_read_for_leaks_all_the_same(self) -> None:
+        key = "sk-provider-key-0123456789"
+        unread = openai_completion([{"name": "imageman_asset_get", "args": {}}], arguments=[f'{{"assetId": "{key}'])
+        url = self.serve(lambda received, handler: send_json(handler, unread)).url("/v1")
+        backend = backend_for(
+            {"EVAL_BACKEND": "openai", "OPENAI_BASE_URL": url, "EVAL_MODEL": "m", "OPENAI_API_KEY": key}
+        )
+        self.addCleanup(backend.transport.close)  # type: ignore[attr-defined]
+        secrets = Secrets({key: "OPENAI_API_KEY"})
+        result = run_task(backend, canonical_task("asset-get-details"), secrets, backend.hidden)
+        outcome = result.outcome
+        self.assertEqual((outcome.code, outcome.violation), ("leak:secret", "leaked-secret"), outcome.reason)
+        self.assertNotIn(key, repr(result.reply))
