@@ -269,6 +269,42 @@ class AutoRuns(TempDirTestCase):
         self.assertEqual(document["adaptive"]["saved"], 0, "the run cut the task short, not its test")
         self.assertIn("3 trials of --runs 10's 10 (0% saved)", stdout)
 
+    def test_sigterm_mid_run_at_concurrency_8_writes_the_trials_so_far_each_cut_short_task_marked(self) -> None:
+        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["trial"] >= 3:
+                held.release.wait(CLI_TIMEOUT)  # every task's 3rd trial on is held until the test ends
+            scripted(received, handler)
+
+        held = self.serve(respond)
+        out = os.path.join(self.tmp, "cut.json")
+        argv = ["--runs", "auto", "--task", RELIABLE, "--task", FLAKY, "--concurrency", "8"]
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, *argv, "--out", out],
+            env=clean_env(EVAL_AGENT_URL=held.url()),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        # Each task's first 2 trials, taken before what follows them was sent: RELIABLE's next 3 (after 2 passes, 3
+        # fails would settle it), FLAKY's next 2 (after a fail and a pass, 2 fails would)
+        held.wait_for_requests(9)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=CLI_TIMEOUT)
+        self.assertEqual(proc.returncode, 130, stderr)
+        self.assertIn("interrupted after 4 of at most 20 trials", stderr)
+        document = self.read_json("cut.json")
+        self.assertTrue(document["interrupted"])
+        self.assertEqual(
+            trials(document),
+            {
+                RELIABLE: (("pass", "pass"), {"trials": 2, "stoppedBecause": "cut-short"}),
+                FLAKY: (("fail", "pass"), {"trials": 2, "stoppedBecause": "cut-short"}),
+            },
+        )
+        self.assertEqual(document["adaptive"]["saved"], 0)
+
     def test_a_rejected_key_stops_the_run_as_in_a_fixed_run(self) -> None:
         def rejecting(received: Received, handler: BaseHTTPRequestHandler) -> None:
             status, error = openai_error(401, "Incorrect API key provided")
