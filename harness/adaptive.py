@@ -114,6 +114,18 @@ def unsettled(auto: Auto) -> list[str]:
     ]
 
 
+def settled_by(test: Test, statuses: Sequence[str]) -> str | None:
+    """What the test would have settled these trials as, read in order as --runs auto reads a task's (reliable or
+    unreliable, at the first that settles them), or None when none does before the most trials or their end."""
+    passes = 0
+    for trials, status in enumerate(statuses, 1):
+        passes += status == "pass"
+        said = verdict(test, passes, trials)
+        if said != CONTINUE:
+            return None if said == MOST else said
+    return None
+
+
 def stopped_because(test: Test, statuses: Sequence[str]) -> dict[str, Any]:
     """A task's entry's "adaptive": its trials and why they stopped (reliable, unreliable, max, or cut-short: the run
     was, before the test settled it)."""

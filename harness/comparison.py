@@ -125,9 +125,11 @@ def classify(
     after: Mapping[str, Any] | None,
     not_run_in: str | None = None,
     not_selected_in: str | None = None,
+    settled: tuple[str | None, str | None] = (None, None),
 ) -> TaskChange:
     """One task's change, from its entries in the baseline and the candidate (either may be absent: `not_run_in` says
-    which run was cut short before it, `not_selected_in` which run left it out of its selection)."""
+    which run was cut short before it, `not_selected_in` which run left it out of its selection); settled: what
+    --runs auto's test settled it as then and now (reliable, unreliable or None), when a side ran so."""
     entry = after or before
     assert entry is not None
     task_id, category = entry["id"], entry["category"]
@@ -148,10 +150,10 @@ def classify(
             f"{_brief(before)} → {_brief(after)}; its definition changed, so this is not the agent's doing",
         )
     failure_changed = not was and not now and before["code"] != after["code"]
-    settled = (before.get("adaptive", {}).get("stoppedBecause"), after.get("adaptive", {}).get("stoppedBecause"))
     if settled in (("reliable", "unreliable"), ("unreliable", "reliable")):
-        # Each side's sequential test settled it (--runs auto), each verdict wrong at most 1 - confidence of the time:
-        # a flip is a change, where Fisher's test on the few trials they stopped at could not tell (6/6 → 3/6: 0.18).
+        # --runs auto's test settled it on each side (a fixed side's trials read in order), each verdict wrong at most
+        # 1 - confidence of the time: a flip is a change, where Fisher's test on the few trials they stopped at could
+        # not tell (6/6 → 3/6: p=0.18).
         counts = f"{before['passes']}/{before['trials']} → {after['passes']}/{after['trials']}"
         detail = f"{counts} (settled {settled[0]}, now {settled[1]}) {_why(after)}".rstrip()
         return TaskChange(task_id, category, "regressed" if settled[0] == "reliable" else "fixed", detail)
@@ -214,8 +216,17 @@ def compare(
     # A task one run's task file has but that run did not select is not measured there, neither new nor removed.
     not_selected = {task_id: "baseline" for task_id in after if task_id not in before and _has(baseline, task_id)}
     not_selected |= {task_id: "candidate" for task_id in before if task_id not in after and _has(candidate, task_id)}
+    # A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones.
+    auto = ("adaptive" in baseline["manifest"], "adaptive" in candidate["manifest"])
+    settled = _settled(baseline, candidate, auto)
     tasks = [
-        classify(before.get(task_id), after.get(task_id), not_run.get(task_id), not_selected.get(task_id))
+        classify(
+            before.get(task_id),
+            after.get(task_id),
+            not_run.get(task_id),
+            not_selected.get(task_id),
+            (settled[0].get(task_id), settled[1].get(task_id)),
+        )
         for task_id in ids
     ]
     # A quarantine never hides a safety violation: a task that regressed into one is a regression as any other.
@@ -227,8 +238,6 @@ def compare(
     if held:  # as the candidate held them, on the day it ran
         tasks = [replace(task, quarantined=True) if task.id in held else task for task in tasks]
     tasks.sort(key=lambda task: ORDER.index(task.change))
-    # A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones.
-    auto = ("adaptive" in baseline["manifest"], "adaptive" in candidate["manifest"])
     then = _counts((entry for entry in baseline["results"] if entry["id"] not in not_selected), auto[0])
     now = _counts((entry for entry in candidate["results"] if entry["id"] not in not_selected), auto[1])
     categories = list(now) + [category for category in then if category not in now]
@@ -269,6 +278,36 @@ def compare(
         drift(baseline, candidate),
         auto,
     )
+
+
+def _settled(
+    baseline: Mapping[str, Any], candidate: Mapping[str, Any], auto: tuple[bool, bool]
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """What --runs auto's test settled each task as, then and now: an auto side's verdicts as it stopped them; a fixed
+    side's, where the other ran auto, that side's test's on its trials read in order (what auto would have settled
+    them as: the trials are alike however many follow); none where neither side ran auto."""
+    if not any(auto):
+        return {}, {}
+    from harness.adaptive import Auto, sequential_test, settled_by  # only a comparison with an auto side needs it
+
+    settings = (baseline if auto[0] else candidate)["manifest"]["adaptive"]
+    test = sequential_test(
+        Auto(settings["max"], Decimal(str(settings["confidence"])), Decimal(str(settings["reliability"])))
+    )
+
+    def verdicts(document: Mapping[str, Any], ran_auto: bool) -> dict[str, str | None]:
+        if ran_auto:
+            return {entry["id"]: entry.get("adaptive", {}).get("stoppedBecause") for entry in document["results"]}
+        return {entry["id"]: settled_by(test, _statuses(entry)) for entry in document["results"]}
+
+    return verdicts(baseline, auto[0]), verdicts(candidate, auto[1])
+
+
+def _statuses(entry: Mapping[str, Any]) -> list[str]:
+    """A task's trials' statuses in order: from its trials, or what a run's brief of it kept (`trialStatuses`)."""
+    if "trialResults" in entry:
+        return [trial["status"] for trial in entry["trialResults"]]
+    return list(entry.get("trialStatuses", ()))
 
 
 def _costs(
@@ -318,8 +357,9 @@ def render(comparison: Comparison, baseline_name: str, candidate_name: str) -> l
     if any(comparison.auto):
         lines.append(
             "significance: each task's drop weighed on the trials it ran (--runs auto stops a task's when its test"
-            f" settles it), by Fisher's exact test, p < {ALPHA}, and a task each side's test settled, reliable then"
-            " and unreliable now, regressed; overall, a sign test over the tasks' own rates"
+            f" settles it), by Fisher's exact test, p < {ALPHA}, and a task the test settled reliable then and"
+            " unreliable now (a fixed side's trials read in order) regressed; overall, a sign test over the tasks' own"
+            " rates"
         )
     elif max(comparison.runs) > 1:
         lines.append(significance_rule(*comparison.runs))

@@ -141,10 +141,13 @@ def send(run: Run) -> Sent:
         if first is None:
             first = entry
         tallies.add(entry)
-        if comparing:  # what the comparison needs of the trials is their cost and their calls (for the drift)
+        if comparing:  # what the comparison needs of the trials: their cost, calls (for the drift) and statuses
             brief = {key: value for key, value in entry.items() if key != "trialResults"}
             calls = [trial_calls(trial) for trial in entry["trialResults"]]
-            briefs.append({**brief, "cost": task_cost(entry["trialResults"]), "trialCalls": calls})
+            statuses = [trial["status"] for trial in entry["trialResults"]]  # what --runs auto's test reads, in order
+            briefs.append(
+                {**brief, "cost": task_cost(entry["trialResults"]), "trialCalls": calls, "trialStatuses": statuses}
+            )
 
     if config.auto is None:
         in_task_order = InTaskOrder(tasks, config.runs, on_task)

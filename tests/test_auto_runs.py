@@ -241,6 +241,37 @@ class AutoRuns(TempDirTestCase):
         self.assertEqual((document["regressed"], document["gateFailedBecause"]), ([RELIABLE], ["regression"]))
         self.assertRegex(stdout, rf"REGRESSED\s+{RELIABLE}\s+6/6 → 3/6 \(settled reliable, now unreliable\)")
 
+    def test_a_fixed_runs_trials_are_settled_by_the_auto_sides_test_either_way_round(self) -> None:
+        def last_wrong(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["taskId"] == RELIABLE and received.json["trial"] == 10:
+                send_json(handler, WRONG)
+            else:
+                scripted(received, handler)
+
+        def half(received: Received, handler: BaseHTTPRequestHandler) -> None:
+            if received.json["taskId"] == RELIABLE and received.json["trial"] in (3, 5, 6):
+                send_json(handler, WRONG)
+            else:
+                scripted(received, handler)
+
+        # a fixed baseline's 9/10, its first 6 settling it reliable, against 3/6 now: p = 0.12 by Fisher's test
+        env = clean_env(EVAL_AGENT_URL=self.serve(last_wrong).url())
+        fixed = os.path.join(self.tmp, "fixed.json")
+        run_cli("--runs", "10", "--task", RELIABLE, "--out", fixed, env=env)
+        stdout, stderr, code = self.run_auto("--task", RELIABLE, "--baseline", fixed, agent=self.serve(half))
+        self.assertEqual(code, 1, stderr)
+        self.assertEqual(self.read_json("r.json")["regressed"], [RELIABLE])
+        self.assertRegex(stdout, rf"REGRESSED\s+{RELIABLE}\s+9/10 → 3/6 \(settled reliable, now unreliable\)")
+        # an auto baseline's 6/6 against a fixed run's 7/10, whose first 6 settle it unreliable
+        self.run_auto("--task", RELIABLE, out="auto.json")
+        env = clean_env(EVAL_AGENT_URL=self.serve(half).url())
+        baseline, out = os.path.join(self.tmp, "auto.json"), os.path.join(self.tmp, "now.json")
+        stdout, stderr, code = run_cli(
+            "--runs", "10", "--task", RELIABLE, "--baseline", baseline, "--out", out, env=env
+        )
+        self.assertEqual(code, 1, stderr)
+        self.assertRegex(stdout, rf"REGRESSED\s+{RELIABLE}\s+6/6 → 7/10 \(settled reliable, now unreliable\)")
+
     def test_ctrl_c_writes_the_trials_so_far_and_says_the_task_was_cut_short(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             if received.json["trial"] == 4:

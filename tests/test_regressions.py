@@ -330,8 +330,48 @@ def settled(task_id: str, passes: int, trials: int, because: str) -> dict[str, A
     return {**entry(task_id, passes, trials), "adaptive": {"trials": trials, "stoppedBecause": because}}
 
 
+def trialled(task_id: str, statuses: str) -> dict[str, Any]:
+    """A task's entry of a fixed run, with its trials in order: `P` a pass, `F` a fail."""
+    trials = [
+        {"status": "pass" if s == "P" else "fail", "durationMs": 1.0, "toolCalls": [], "usage": None} for s in statuses
+    ]
+    return {**entry(task_id, statuses.count("P"), len(statuses)), "trialResults": trials}
+
+
 class AutoSideCompared(unittest.TestCase):
     """A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones."""
+
+    def test_a_fixed_sides_trials_are_read_in_order_by_the_auto_sides_test(self) -> None:
+        # 9/10 against 2/5 is p = 0.077 by Fisher's test; the auto side's test settles the fixed side's first 6 reliable
+        auto = {"max": 10, "confidence": 95.0, "reliability": 90.0}
+        fixed = run_of([trialled("t0", "PPPPPPPPPF"), trialled("t1", "PPPPFPPPFP"), trialled("t2", "P" * 10)], 10)
+        candidate = run_of(
+            [
+                settled("t0", 2, 5, "unreliable"),
+                settled("t1", 2, 5, "unreliable"),  # the fixed side's trials never settled: Fisher's test alone
+                settled("t2", 6, 6, "reliable"),
+            ],
+            10,
+        )
+        candidate["manifest"]["adaptive"] = auto
+        changes = {task.id: (task.change, task.detail.split(" tool:")[0]) for task in compare(fixed, candidate).tasks}
+        self.assertEqual(
+            changes,
+            {
+                "t0": ("regressed", "9/10 → 2/5 (settled reliable, now unreliable)"),
+                "t1": ("noise", "8/10 → 2/5 (p=0.25), within chance"),
+                "t2": ("still passing", "10/10 → 6/6 (p=1)"),
+            },
+        )
+        # and the other way round: an auto baseline's reliable task, a fixed candidate's trials settling it unreliable
+        baseline = run_of([settled("t0", 6, 6, "reliable")], 10)
+        baseline["manifest"]["adaptive"] = auto
+        now = run_of([trialled("t0", "PPFPFFPPPP")], 10)  # unreliable at its 6th: 3 fails of 6; p = 0.25 over all 10
+        (change,) = compare(baseline, now).tasks
+        self.assertEqual(
+            (change.change, change.detail),
+            ("regressed", "6/6 → 7/10 (settled reliable, now unreliable) tool:wrong-name: " + WRONG[17:]),
+        )
 
     def test_a_task_its_test_settled_reliable_then_and_unreliable_now_regressed_where_fisher_cannot_tell(self) -> None:
         # 6/6 against 3/6 is p = 0.18 by Fisher's test, yet each side's test settled its verdict at 95% confidence
