@@ -187,7 +187,8 @@ class AutoRuns(TempDirTestCase):
         _, stderr, code = run_cli("merge", *shards, "--out", merged)
         self.assertEqual(code, 0, stderr)
         whole, document = self.read_json("whole.json"), self.read_json("merged.json")
-        for key in ("passAll", "adaptive", "gatePassed", "gateFailedBecause", "passed", "total", "runs"):
+        keys = ("passAll", "passRate", "passAllK", "byCategory", "adaptive", "flaky", "gatePassed", "gateFailedBecause")
+        for key in (*keys, "passed", "total", "runs"):
             with self.subTest(key=key):
                 self.assertEqual(document[key], whole[key])
         self.assertEqual(trials(document), trials(whole))
