@@ -257,7 +257,7 @@ def compare(
             )
             overall_p = fisher_exact(int(b), int(nb - b), int(a), int(na - a))
             overall_regressed = overall_p < ALPHA and a * nb < b * na
-    costs = compare_costs(_costs(tasks, before, after))
+    costs = compare_costs(_costs(tasks, before, after), by_task=any(auto))
     settings = []
     for label, path in SETTINGS:
         setting_then, setting_now = _lookup(baseline["manifest"], path), _lookup(candidate["manifest"], path)

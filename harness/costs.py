@@ -96,9 +96,10 @@ def p95(values: Sequence[float]) -> float:
     return values[ceil(len(values) * 95 / 100) - 1]
 
 
-def compare_costs(pairs: Iterable[tuple[str, TaskCost, TaskCost]]) -> CostComparison:
+def compare_costs(pairs: Iterable[tuple[str, TaskCost, TaskCost]], by_task: bool = False) -> CostComparison:
     """The overall figures of the tasks given, then and now: tokens, tool calls, steps and latency summed over the
-    tasks' means per trial (so that runs of different --runs compare), latency's median and p95 over every trial."""
+    tasks' means per trial (so that runs of different --runs compare), latency's median and p95 over every trial;
+    by_task (a side ran --runs auto, its tasks each their own number of trials): each task's trials weighing alike."""
     tasks = list(pairs)
     both = [(then, now) for _, then, now in tasks if then.tokens is not None and now.tokens is not None]
     overall: dict[str, tuple[Figure | None, Figure | None]] = {
@@ -107,13 +108,32 @@ def compare_costs(pairs: Iterable[tuple[str, TaskCost, TaskCost]]) -> CostCompar
         "steps": _sums(tasks, lambda cost: cost.steps),
         "latencyMs": _sums(tasks, lambda cost: cost.latency_ms),
     }
-    for key, of in (("latencyMedianMs", median), ("latencyP95Ms", p95)):
-        sides = (
-            [t for _, then, _ in tasks for t in then.latencies_ms],
-            [t for *_, now in tasks for t in now.latencies_ms],
-        )
-        overall[key] = (of(sorted(sides[0])), of(sorted(sides[1]))) if tasks else (None, None)
+    for key, of, share in (("latencyMedianMs", median, Fraction(1, 2)), ("latencyP95Ms", p95, Fraction(95, 100))):
+        if not tasks:
+            overall[key] = (None, None)
+        elif by_task:  # over every trial, a task that ran longer would weigh more on one side than on the other
+            overall[key] = (
+                _weighted((then.latencies_ms for _, then, _ in tasks), share),
+                _weighted((now.latencies_ms for *_, now in tasks), share),
+            )
+        else:
+            sides = (
+                [t for _, then, _ in tasks for t in then.latencies_ms],
+                [t for *_, now in tasks for t in now.latencies_ms],
+            )
+            overall[key] = (of(sorted(sides[0])), of(sorted(sides[1])))
     return CostComparison(tasks, overall, len(both))
+
+
+def _weighted(latencies: Iterable[Sequence[float]], share: Fraction) -> float:
+    """The smallest latency that `share` of the tasks' trials are at most, each task's trials weighing one in all."""
+    weighed = sorted((ms, Fraction(1, len(trials))) for trials in latencies for ms in trials)
+    needed, held = share * sum(weight for _, weight in weighed), Fraction(0)
+    for ms, weight in weighed:
+        held += weight
+        if held >= needed:
+            return ms
+    return weighed[-1][0]
 
 
 def _sums(tasks: Sequence[tuple[str, TaskCost, TaskCost]], of: Any) -> tuple[Figure | None, Figure | None]:

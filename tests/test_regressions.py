@@ -371,6 +371,21 @@ def chance_regressed(then: float, now: float) -> float:
 class AutoSideCompared(unittest.TestCase):
     """A side run with --runs auto weighs each task alike: its reliable tasks ran longer than its broken ones."""
 
+    def test_an_auto_sides_latency_median_and_p95_weigh_each_task_alike(self) -> None:
+        # Nothing changed but how many trials each task ran: a fast task 10 then and 2 now, a slow one 10 and 6. Over
+        # every trial the median read 5.5ms then and 10ms now, a growth of 82% no task had.
+        def timed(task_id: str, ms: float, trials: int) -> dict[str, Any]:
+            entry = trialled(task_id, "P" * trials)
+            entry["trialResults"] = [{**trial, "durationMs": ms} for trial in entry["trialResults"]]
+            return entry
+
+        baseline = run_of([timed("fast", 1.0, 10), timed("slow", 10.0, 10)], 10)
+        candidate = run_of([timed("fast", 1.0, 2), timed("slow", 10.0, 6)], 10)
+        candidate["manifest"]["adaptive"] = {"max": 10, "confidence": 95.0, "reliability": 90.0}
+        overall = compare(baseline, candidate).costs.overall
+        self.assertEqual(overall["latencyMedianMs"][0], overall["latencyMedianMs"][1])
+        self.assertEqual((overall["latencyP95Ms"], overall["latencyMs"]), ((10.0, 10.0), (11, 11)))
+
     def test_what_reading_the_tests_verdicts_costs_and_buys_at_the_defaults(self) -> None:
         # as docs/regressions.md says: a task fallen from always passing to half the time caught 79% of the time, a
         # flaky task that did not change called regressed at most 8% of the time
