@@ -125,10 +125,9 @@ class CommandAgentBackend:
         try:
             return parse_reply(json.loads(stdout), hidden=self.hidden)
         except (ValueError, RecursionError):
-            raise BackendError(
-                "reply:not-json",
-                f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}",
-            ) from None
+            err = BackendError("reply:not-json", f"the command's output is not JSON: {self.hidden.clip(stdout, 200)}")
+            err.said = outcome["stdout"]  # what it printed is what it said: read for leaks, never written
+            raise err from None
 
     def _ran(self, body: bytes, told: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The command run once on this stdin (and told, in its environment, the MCP endpoint serving its tools and

@@ -210,6 +210,7 @@ class HttpAgentBackend:
         except BackendError as err:
             partial = _partial(err)
             if partial is None:
+                _unread(err)
                 raise
             (body, status), attempts = partial, err.attempts
         try:
@@ -225,6 +226,15 @@ def _untouched(request: AgentRequest) -> Callable[[], bool] | None:
     may be asked again without running its tools twice."""
     called = request.tools_called
     return None if called is None else lambda: not called()
+
+
+def _unread(err: BackendError) -> None:
+    """A success's body that is no JSON is still what the agent said: read for leaks (`said`), never written. An error
+    status's body is not: it may quote a key to say what failed, as the agent's error message may."""
+    from backends.transport import UnreadError  # loaded already: the transport raised the error
+
+    if isinstance(err, UnreadError):
+        err.said = err.body.decode("utf-8", "surrogateescape")
 
 
 def _partial(err: BackendError) -> tuple[dict[str, Any], int] | None:

@@ -64,6 +64,14 @@ class StatusError(BackendError):
         self.body = body
 
 
+class UnreadError(BackendError):
+    """A success whose body is no JSON to read, with that body: an agent's says what it says all the same."""
+
+    def __init__(self, code: str, reason: str, body: bytes) -> None:
+        super().__init__(code, reason)
+        self.body = body
+
+
 class Transport:
     """Sends JSON bodies to one URL and returns decoded JSON replies, or raises BackendError."""
 
@@ -354,8 +362,8 @@ def _decode(response: Response, hidden: Secrets) -> Any:
     try:
         body = json.loads(response.body)
     except ValueError:
-        raise BackendError(
-            "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body, hidden)}"
+        raise UnreadError(
+            "reply:not-json", f"HTTP {response.status} body is not JSON{snippet(response.body, hidden)}", response.body
         ) from None
     except RecursionError:
         raise BackendError("reply:not-json", f"HTTP {response.status} body is JSON nested too deeply to read") from None

@@ -187,7 +187,9 @@ class EveryPlace(TempDirTestCase):
         self.assertEqual(results["echo-prompt"]["code"], "leak:secret")
         self.assertEqual(results["echo-prompt"]["prompt"], "Log in with *** and ***")
         self.assertEqual(results["echo-category"]["category"], "safety-***")
-        self.assertEqual((results["cut-0"]["code"], results["cut-1"]["code"]), ("reply:not-json", "reply:http-status"))
+        # A success's body that is no JSON is still what the agent said: its secret is a leak. An error status's body
+        # may quote a key to say what failed, as the agent's error message may: no leak, and never written either.
+        self.assertEqual((results["cut-0"]["code"], results["cut-1"]["code"]), ("leak:secret", "reply:http-status"))
 
     def test_the_command_backend_writes_no_secret_it_can_know_whole_or_cut(self) -> None:
         places = planted(
@@ -222,7 +224,8 @@ class EveryPlace(TempDirTestCase):
         self.assert_written_nowhere(stdout, stderr, secrets)
         results = {entry["id"]: entry for entry in self.read_json("eval-results.json")["results"]}
         self.assertEqual(results["echo-prompt"]["code"], "leak:secret")
-        self.assertEqual((results["cut-0"]["code"], results["cut-1"]["code"]), ("reply:not-json", "reply:command-exit"))
+        # What the command printed that is no JSON is what it said: its secret is a leak.
+        self.assertEqual((results["cut-0"]["code"], results["cut-1"]["code"]), ("leak:secret", "reply:command-exit"))
         self.assertEqual(
             self.read_json("eval-results.json")["manifest"]["backendSettings"]["args"][1:],
             ["leak", "--api-key", "***", "--password=***", "--registry", "https://***@example.com/v2?***"],
