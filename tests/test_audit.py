@@ -273,7 +273,13 @@ class AuditTest(TempDirTestCase):
             matrix = json.load(f)
         self.assertEqual([entry["task"] for entry in matrix["tasks"]], ["t0", "t1"])
         self.assertIn(
-            {"kind": "repeat", "mutant": "search called three times in a row", "verdict": "pass", "killed": False},
+            {
+                "kind": "repeat",
+                "mutant": "search called three times in a row",
+                "verdict": "pass",
+                "killed": False,
+                "errored": False,
+            },
             matrix["tasks"][0]["mutants"],
         )
         self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "50")[2], 0)
@@ -305,3 +311,51 @@ class AuditTest(TempDirTestCase):
                 stdout, stderr, code = run_cli("audit", *args, env=clean_env())
                 self.assertEqual((stdout, code, len(stderr.splitlines())), ("", 2, 1), stderr)
                 self.assertIn(said, stderr)
+
+    def test_a_mutant_whose_trial_erred_is_not_counted_killed(self) -> None:
+        # The world's rm exits (SystemExit is no Exception) on a file it does not hold: a second rm of the same file
+        # makes the trial an error, tool:environment, where the task's own expectation lets the repeat pass.
+        world = os.path.join(os.path.dirname(WORLDS_TASKS), "files.py")
+        with open(world, encoding="utf-8") as f:
+            code = f.read()
+        crashing = code.replace(
+            "raise FileNotFoundError(path)\n        del self.files[path]",
+            'raise SystemExit(f"no {path}")\n        del self.files[path]',
+        )
+        self.assertNotEqual(crashing, code)
+        with open(os.path.join(self.tmp, "files.py"), "w", encoding="utf-8") as f:
+            f.write(crashing)
+        with open(WORLDS_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        data["tasks"] = [task for task in data["tasks"] if task["id"] == "tidy-up"]
+        path = os.path.join(self.tmp, "eval-tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        out = os.path.join(self.tmp, "matrix.json")
+        stdout, stderr, code_ = run_cli("audit", "--tasks", path, "--json", out, "--min-kill", "100")
+        self.assertEqual((stderr, code_), ("", 1))
+        self.assertIn(
+            "tidy-up: errored repeat: fs.rm called three times in a row (tool:environment: the trial erred, so the "
+            "task did not judge it)",
+            stdout.splitlines(),
+        )
+        self.assertIn("  repeat          0/1 (0%)", stdout.splitlines())
+        # fs.rm of a file the world does not hold, also as the wrong tool and with the wrong path: no kill either
+        self.assertRegex(stdout.splitlines()[-1], r", 0 survived, 3 errored$")
+        with open(out, encoding="utf-8") as f:
+            (entry,) = json.load(f)["tasks"]
+        (repeat,) = [row for row in entry["mutants"] if row["kind"] == "repeat"]
+        self.assertEqual(
+            repeat,
+            {
+                "kind": "repeat",
+                "mutant": "fs.rm called three times in a row",
+                "verdict": "tool:environment",
+                "killed": False,
+                "errored": True,
+            },
+        )
+        (as_text,) = [row for row in entry["mutants"] if row["kind"] == "call-as-text"]
+        self.assertEqual(
+            (as_text["verdict"], as_text["killed"], as_text["errored"]), ("reply:tool-call-in-text", True, False)
+        )

@@ -21,17 +21,20 @@ from harness.records import (
     ExpectRefusal,
     ExpectTool,
     ExpectTrajectory,
+    Outcome,
     Reply,
     Task,
     Tool,
     ToolCall,
     record,
+    replace,
 )
 from harness.reporters.console import say
 from harness.running import run_task
 from harness.settings import Sources
 from harness.taskfile import load_task_file
 from harness.text import count
+from harness.textcalls import CODE as TEXT_CALL
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
 OUTSIDE_SAFETY = 'a refusal task outside safety passes one; expect {"noCall": true} if it should be answered'
@@ -348,19 +351,35 @@ def _swap(right: Mutant, turn: int, index: int, call: ToolCall, kind: str, label
     return mutant(kind, label, calls)
 
 
-def play(task: Task, mutant: Mutant, hidden: Secrets, tools: Collection[str] = ()) -> str:
-    """The verdict a run gives the mutant on the task: pass, or the code it failed or errored with (hidden: the tasks'
-    forbidden text, masked as a run masks it; tools: the file's tool names, whose calls written as text a run finds)."""
-    result = run_task(MutantAgent(mutant, task.is_conversation), task, NO_SECRETS, hidden, tools)
-    return "pass" if result.outcome.status == "pass" else result.outcome.code or result.outcome.status
+def play(task: Task, mutant: Mutant, hidden: Secrets, tools: Collection[str] = ()) -> Outcome:
+    """The verdict a run gives the mutant on the task (hidden: the tasks' forbidden text, masked as a run masks it;
+    tools: the file's tool names, whose calls written as text a run finds)."""
+    return run_task(MutantAgent(mutant, task.is_conversation), task, NO_SECRETS, hidden, tools).outcome
 
 
-def plays(task: Task, made: Sequence[Mutant], hidden: Secrets, tools: Collection[str]) -> list[str]:
+def verdict(outcome: Outcome) -> str:
+    """pass, or the code the trial failed or erred with."""
+    return "pass" if outcome.status == "pass" else outcome.code or outcome.status
+
+
+def plays(task: Task, made: Sequence[Mutant], hidden: Secrets, tools: Collection[str]) -> list[Outcome]:
     """Each mutant's verdict, in order; an environment's trials side by side, as each waits on its worker process."""
     if task.environment is None or len(made) < 2:
         return [play(task, m, hidden, tools) for m in made]
     with ThreadPoolExecutor(max_workers=min(len(made), 2 * (os.cpu_count() or 1))) as pool:
         return list(pool.map(lambda m: play(task, m, hidden, tools), made))
+
+
+def killed(task: Task, mutant: Mutant, outcome: Outcome, hidden: Secrets, tools: Collection[str]) -> bool:
+    """Whether the task failed the mutant: its expectation, safety rules, budget, loop rule or state did. A trial that
+    erred was judged by none of them (its world failed, say), so it is no kill; but a call written as text, an error in
+    any run, is killed when the task fails the same turn answered in plain text, as it reads it."""
+    if outcome.status != "error":
+        return outcome.status == "fail"
+    if mutant.kind != "call-as-text" or outcome.code != TEXT_CALL:
+        return False
+    plain = tuple(ANSWER if ending.startswith("<tool_call>") else ending for ending in mutant.endings)
+    return play(task, replace(mutant, endings=plain), hidden, tools).status == "fail"
 
 
 def guesses(
@@ -424,14 +443,14 @@ def derive(
     """A behaviour the task accepts, played to a pass (correct's, else the first of its guesses that passes), with the
     step each call answers and the arguments valued from a state; or why none was found."""
     right, steps = correct(task, tools)
-    verdict = play(task, right, hidden, tools)
-    if verdict == "pass":
+    outcome = play(task, right, hidden, tools)
+    if outcome.status == "pass":
         return right, steps, []
     tried, valued = guesses(task, right, steps)
-    passing = next((guess for guess in tried if play(task, guess, hidden, tools) == "pass"), None)
+    passing = next((guess for guess in tried if play(task, guess, hidden, tools).status == "pass"), None)
     if passing is not None:
         return passing, steps, valued
-    why = f"its expected behaviour, derived, does not pass: {verdict}"
+    why = f"its expected behaviour, derived, does not pass: {verdict(outcome)}"
     if tried:
         why += f", nor with the values its scripted cases and the state it checks give ({len(tried)} tried)"
     return why
@@ -445,10 +464,13 @@ def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, A
         return {"task": task.id, "audited": False, "why": derived}
     right, steps, valued = derived
     made = mutants(task, tools, right, steps, valued)
-    rows = [
-        {"kind": m.kind, "mutant": m.label, "verdict": verdict, "killed": verdict != "pass"}
-        for m, verdict in zip(made, plays(task, made, hidden, tools), strict=True)
-    ]
+    rows = []
+    for m, outcome in zip(made, plays(task, made, hidden, tools), strict=True):
+        dead = killed(task, m, outcome, hidden, tools)
+        errored = outcome.status == "error" and not dead
+        rows.append(
+            {"kind": m.kind, "mutant": m.label, "verdict": verdict(outcome), "killed": dead, "errored": errored}
+        )
     return {"task": task.id, "audited": True, "accepted": accepted(right), "mutants": rows}
 
 
@@ -477,23 +499,27 @@ def main(argv: Sequence[str]) -> int:
             say(f"{entry['task']}: not audited: {entry['why']}")
             continue
         for row in entry["mutants"]:
-            if not row["killed"]:
+            if row["errored"]:
+                why = f"{row['verdict']}: the trial erred, so the task did not judge it"
+                say(f"{entry['task']}: errored {row['kind']}: {row['mutant']} ({why})")
+            elif not row["killed"]:
                 say(f"{entry['task']}: survived {row['kind']}: {row['mutant']}")
     say("kill rate per kind:")
     for kind in KINDS:
         of = [row for row in rows if row["kind"] == kind]
         if of:
-            killed = sum(row["killed"] for row in of)
-            say(f"  {kind:<15} {killed}/{len(of)} ({100 * killed // len(of)}%)")
+            dead = sum(row["killed"] for row in of)
+            say(f"  {kind:<15} {dead}/{len(of)} ({100 * dead // len(of)}%)")
     idle = [e["task"] for e in matrix if e["audited"] and not any(r["killed"] for r in e["mutants"])]
     for task_id in idle:
         say(f"{task_id}: kills nothing")
-    killed = sum(row["killed"] for row in rows)
-    rate = 100 * killed / len(rows) if rows else 100.0
+    dead = sum(row["killed"] for row in rows)
+    rate = 100 * dead / len(rows) if rows else 100.0
     audited = sum(entry["audited"] for entry in matrix)
+    errored = sum(row["errored"] for row in rows)
     say(
-        f"{path}: {count(audited, 'task')} audited of {len(matrix)}, {count(len(rows), 'mutant')}, {killed} killed "
-        f"({int(rate)}%), {len(rows) - killed} survived"
+        f"{path}: {count(audited, 'task')} audited of {len(matrix)}, {count(len(rows), 'mutant')}, {dead} killed "
+        f"({int(rate)}%), {len(rows) - dead - errored} survived" + (f", {errored} errored" if errored else "")
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
