@@ -106,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         subcommand = importlib.import_module(SUBCOMMANDS[name][0])
         if name == "validate":
             return subcommand.main(argv[1:], SETTINGS, schema_notes())
+        if name == "audit":
+            return subcommand.main(argv[1:], SETTINGS)
         if name == "doctor":  # the engine imports no backend: doctor is handed the registry
             return subcommand.main(argv[1:], subcommand.Registry(BACKEND, BACKENDS, choose, SETTINGS))
         return subcommand.main(argv[1:], DECLARED) if name in CHECKED else subcommand.main(argv[1:])

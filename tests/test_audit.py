@@ -359,3 +359,38 @@ class AuditTest(TempDirTestCase):
         self.assertEqual(
             (as_text["verdict"], as_text["killed"], as_text["errored"]), ("reply:tool-call-in-text", True, False)
         )
+
+    def test_no_secret_is_printed_written_or_handed_to_an_environment(self) -> None:
+        token, key = "tok-agent-0123456789", "sk-expanded-0123456789"
+        with open(WORLDS_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        (tidy,) = [task for task in data["tasks"] if task["id"] == "tidy-up"]
+        tidy = {**tidy, "id": "tidy-${MY_API_KEY}"}  # a task's id may hold what its placeholders expanded
+        tidy["expect"]["trajectory"][1]["argValues"]["path"] = ["old-notes.txt", "${MY_API_KEY}", token]
+        data["tasks"] = [tidy]
+        path = os.path.join(self.tmp, "eval-tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        with open(os.path.join(os.path.dirname(WORLDS_TASKS), "files.py"), encoding="utf-8") as f:
+            world = f.read()
+        seen = os.path.join(self.tmp, "seen")
+        with open(os.path.join(self.tmp, "files.py"), "w", encoding="utf-8") as f:  # what the worker was handed
+            f.write(
+                f"{world}\nimport os\n\nopen({seen!r}, 'a').write(os.environ.get('EVAL_AGENT_TOKEN', 'none') + '\\n')\n"
+            )
+        out = os.path.join(self.tmp, "matrix.json")
+        stdout, stderr, code = run_cli(
+            "audit", "--tasks", path, "--json", out, env=clean_env(EVAL_AGENT_TOKEN=token, MY_API_KEY=key)
+        )
+        self.assertEqual((stderr, code), ("", 0))
+        with open(out, encoding="utf-8") as f:
+            written = f.read()
+        with open(seen, encoding="utf-8") as f:
+            handed = f.read()
+        for secret in (token, key):
+            with self.subTest(secret):
+                self.assertNotIn(secret, stdout)
+                self.assertNotIn(secret, written)
+                self.assertNotIn(secret, handed)
+        self.assertIn("tidy-***: survived repeat: fs.rm called three times in a row", stdout.splitlines())
+        self.assertEqual(set(handed.split()), {"none"})

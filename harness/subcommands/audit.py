@@ -11,6 +11,7 @@ from itertools import islice, product
 from typing import Any
 
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
+from harness.endpoints import environment_secrets, variable_secrets
 from harness.flags import Parser
 from harness.leaks import NO_SECRETS, Secrets
 from harness.records import (
@@ -29,9 +30,9 @@ from harness.records import (
     record,
     replace,
 )
-from harness.reporters.console import say
+from harness.reporters.console import say as print_line
 from harness.running import run_task
-from harness.settings import Sources
+from harness.settings import Setting, Sources
 from harness.taskfile import load_task_file
 from harness.text import count
 from harness.textcalls import CODE as TEXT_CALL
@@ -474,8 +475,10 @@ def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, A
     return {"task": task.id, "audited": True, "accepted": accepted(right), "mutants": rows}
 
 
-def main(argv: Sequence[str]) -> int:
-    """Audit each task; print the survivors, the kill rate per kind, the tasks that kill nothing."""
+def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
+    """Audit each task; print the survivors, the kill rate per kind, the tasks that kill nothing (settings: every
+    setting declared, whose secret values, and the tasks' expanded ones, are never printed, written or handed to a
+    tool environment's worker)."""
     parser = Parser(
         prog="eval_agent.py audit",
         description="Mutation testing of a task file: play the bad behaviours each task should catch through an "
@@ -491,9 +494,17 @@ def main(argv: Sequence[str]) -> int:
     path = sources.get(TASKS)
     task_file = load_task_file(path, os.environ, sources.get(MAX_TASK_FILE_BYTES))
     tools = {tool.name: tool for tool in task_file.tools}
-    hidden = Secrets({f.value: f.label for t in task_file.tasks for f in t.expect.forbidden_text if f.value})
+    known = Secrets(
+        environment_secrets(settings, os.environ) | variable_secrets(task_file.expanded, settings, os.environ)
+    )
+    forbidden = Secrets({f.value: f.label for t in task_file.tasks for f in t.expect.forbidden_text if f.value})
+    hidden = known | forbidden
     matrix = [audit(task, tools, hidden) for task in task_file.tasks]
     rows = [row for entry in matrix if entry["audited"] for row in entry["mutants"]]
+
+    def say(line: str) -> None:
+        print_line(hidden.mask(line))
+
     for entry in matrix:
         if not entry["audited"]:
             say(f"{entry['task']}: not audited: {entry['why']}")
@@ -523,7 +534,8 @@ def main(argv: Sequence[str]) -> int:
     )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}, out, indent=2)
+            document = {"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}
+            json.dump(hidden.mask_json(document), out, indent=2)
             out.write("\n")
     return 1 if minimum is not None and rate < minimum else 0
 
