@@ -394,3 +394,25 @@ class AuditTest(TempDirTestCase):
                 self.assertNotIn(secret, handed)
         self.assertIn("tidy-***: survived repeat: fs.rm called three times in a row", stdout.splitlines())
         self.assertEqual(set(handed.split()), {"none"})
+
+    def test_json_replaces_only_a_regular_file_and_says_why_it_cannot_in_one_line(self) -> None:
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        for target, said in (
+            (self.tmp, f"cannot write {self.tmp}: not a regular file"),
+            (fifo, f"cannot write {fifo}: not a regular file"),
+            (os.path.join(self.tmp, "missing", "matrix.json"), "missing"),
+        ):
+            with self.subTest(target):
+                _, stderr, code = run_cli("audit", "--tasks", SHIPPED_TASKS, "--json", target, env=clean_env())
+                self.assertEqual((code, len(stderr.splitlines())), (2, 1), stderr)
+                self.assertIn(said, stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["fifo"])  # nothing left beside them
+        kept = os.path.join(self.tmp, "matrix.json")
+        with open(kept, "w", encoding="utf-8") as f:
+            f.write("old")
+        os.chmod(kept, 0o600)
+        self.assertEqual(run_cli("audit", "--tasks", SHIPPED_TASKS, "--json", kept, env=clean_env())[2], 0)
+        with open(kept, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["killRate"], 100)
+        self.assertEqual(os.stat(kept).st_mode & 0o777, 0o600)

@@ -31,6 +31,7 @@ from harness.records import (
     replace,
 )
 from harness.reporters.console import say as print_line
+from harness.results import write_atomic
 from harness.running import run_task
 from harness.settings import Setting, Sources
 from harness.taskfile import load_task_file
@@ -533,10 +534,8 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
         f"({int(rate)}%), {len(rows) - dead - errored} survived" + (f", {errored} errored" if errored else "")
     )
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            document = {"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}
-            json.dump(hidden.mask_json(document), out, indent=2)
-            out.write("\n")
+        document = {"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}
+        write_atomic(args.json, (json.dumps(hidden.mask_json(document), indent=2), "\n"))
     return 1 if minimum is not None and rate < minimum else 0
 
 
