@@ -416,3 +416,13 @@ class AuditTest(TempDirTestCase):
         with open(kept, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["killRate"], 100)
         self.assertEqual(os.stat(kept).st_mode & 0o777, 0o600)
+
+    def test_a_budget_of_tokens_or_latency_neither_stops_the_audit_nor_kills_a_mutant(self) -> None:
+        # The mutant agent reports no tokens and takes what the machine takes: a token budget made every trial an error
+        # (budget:no-usage), and a latency budget killed or spared by the clock.
+        for budget in ({"maxTokens": 100, "maxToolCalls": 1}, {"maxLatencyMs": 0.001, "maxToolCalls": 1}):
+            with self.subTest(budget):
+                verdicts = {row["verdict"] for row in self.rows({"tool": "search", "budget": budget}, "repeat")}
+                self.assertEqual(verdicts, {"budget:tool-calls"})
+                verdicts = {row["verdict"] for row in self.rows({"tool": "search", "budget": budget}, "blank")}
+                self.assertEqual(verdicts, {"tool:no-call"})

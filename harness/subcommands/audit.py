@@ -461,6 +461,8 @@ def derive(
 def audit(task: Task, tools: Mapping[str, Tool], hidden: Secrets) -> dict[str, Any]:
     """One task's row of the matrix: the behaviour taken as accepted, each mutant and whether its expectation killed
     it; or why it was not audited."""
+    if task.budget is not None:  # the mutant agent spends no tokens it could report, and takes what the machine takes
+        task = replace(task, budget=replace(task.budget, max_tokens=None, max_latency_ms=None))
     derived = derive(task, tools, hidden)
     if isinstance(derived, str):
         return {"task": task.id, "audited": False, "why": derived}
