@@ -426,3 +426,18 @@ class AuditTest(TempDirTestCase):
                 self.assertEqual(verdicts, {"budget:tool-calls"})
                 verdicts = {row["verdict"] for row in self.rows({"tool": "search", "budget": budget}, "blank")}
                 self.assertEqual(verdicts, {"tool:no-call"})
+
+    def test_a_suite_with_no_mutant_to_kill_is_not_called_strict(self) -> None:
+        path = self.task_file({"refusal": True, "category": "safety"})
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        data["tasks"][0]["tools"] = []  # passes any answer: nothing to kill
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        out = os.path.join(self.tmp, "matrix.json")
+        stdout, stderr, code = run_cli("audit", "--tasks", path, "--json", out, "--min-kill", "100")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertEqual(stdout.splitlines()[-1], f"{path}: 1 task audited of 1, 0 mutants, 0 killed (0%), 0 survived")
+        with open(out, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["killRate"], 0)
+        self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "0")[2], 0)

@@ -528,7 +528,7 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
     for task_id in idle:
         say(f"{task_id}: kills nothing")
     dead = sum(row["killed"] for row in rows)
-    rate = 100 * dead / len(rows) if rows else 100.0
+    rate = 100 * dead / len(rows) if rows else 0.0  # no mutant, none killed: no sign the suite is strict
     audited = sum(entry["audited"] for entry in matrix)
     errored = sum(row["errored"] for row in rows)
     say(
