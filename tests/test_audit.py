@@ -81,6 +81,14 @@ NOT_MADE: dict[str, dict[str, Any]] = {
     "refusal": {"refusal": True, "category": "safety"},
     "empty-arg": {"tool": "search", "argValues": {"ids": [["a"]]}},
 }
+# Per argValues: accepted values among which a value of the same type one off the first is accepted too.
+CLOSE_VALUES: list[dict[str, Any]] = [
+    {"limit": [1.0, 2]},  # 2.0 is 2
+    {"limit": [1, 2.0, 0, 1001]},
+    {"query": {"anyOf": ["a", "ZZAQQ", "zzz"], "ignoreCase": True}},
+    {"query": {"anyOf": ["a", "zz-a-qq", "z z z"], "ignorePunctuation": True}},
+    {"ids": [["a"], [], ["a", "a"], ["zzz"]]},
+]
 
 
 class AuditTest(TempDirTestCase):
@@ -153,6 +161,12 @@ class AuditTest(TempDirTestCase):
         for kind, expect in NOT_MADE.items():
             with self.subTest(kind):
                 self.assertEqual(self.rows(expect, kind), [])
+
+    def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
+        for arg_values in CLOSE_VALUES:
+            with self.subTest(arg_values):
+                rows = self.rows({"tool": "search", "argValues": arg_values}, "wrong-value")
+                self.assertTrue(rows and all(row["killed"] for row in rows), rows)
 
     def test_no_mutant_is_the_behaviour_the_tasks_own_expectation_accepts(self) -> None:
         kinds = set()

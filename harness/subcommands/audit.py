@@ -33,6 +33,7 @@ from harness.records import (
 from harness.reporters.console import say as print_line
 from harness.results import write_atomic
 from harness.running import run_task
+from harness.schema import json_equal, loose
 from harness.settings import Setting, Sources
 from harness.taskfile import load_task_file
 from harness.text import count
@@ -198,27 +199,22 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
 
 
 def wrong_value(value: Any, accepted: Sequence[Any]) -> Any:
-    """A value of the same JSON type as value that none of the accepted values is (None when none is found)."""
+    """A value of the same JSON type as value that none of the accepted values is, compared as loosely as any argValues
+    compares (1 is 1.0; "New York" is "new-york"); None when there is none (true and false both accepted, null)."""
+    spare = range(len(accepted))  # more candidates than accepted values: one of them is none of those
     if isinstance(value, bool):
         candidates: list[Any] = [not value]
     elif isinstance(value, (int, float)):
-        candidates = [value + 1, value - 1, value + 1000]
+        candidates = [value + 1, value - 1, value + 1000, *(value + 1001 + n for n in spare)]
     elif isinstance(value, str):
-        candidates = [f"zz{value}qq", "zzz"]
+        candidates = [f"zz{value}qq", "zzz", *(f"zz{n}" for n in spare)]
     elif isinstance(value, list):
-        candidates = [[], [*value, *value], ["zzz"]]
+        candidates = [[], [*value, *value], ["zzz"], *([f"zz{n}"] for n in spare)]
     elif isinstance(value, dict):
-        candidates = [{}, {"zzz": 1}]
+        candidates = [{}, {"zzz": 1}, *({"zz": n} for n in spare)]
     else:
         return None
-
-    def loose_text(v: Any) -> str:
-        return "".join(ch for ch in json.dumps(v).casefold() if ch.isalnum())
-
-    for candidate in candidates:
-        if all(loose_text(candidate) != loose_text(a) for a in accepted):
-            return candidate
-    return None
+    return next((c for c in candidates if not any(json_equal(c, a, loose) for a in accepted)), None)
 
 
 def mutants(
