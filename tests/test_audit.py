@@ -103,6 +103,8 @@ class AuditTest(TempDirTestCase):
                 "prompt": "Do it.",
                 "turns": expect.pop("turns", []),
             }
+            if "tools" in expect and "tool" in expect:  # the tools the agent is given, beside the one expected
+                task["tools"] = expect.pop("tools")
             tasks.append({**task, "expect": expect})
         path = os.path.join(self.tmp, "tasks.json")
         with open(path, "w", encoding="utf-8") as f:
@@ -161,6 +163,21 @@ class AuditTest(TempDirTestCase):
         for kind, expect in NOT_MADE.items():
             with self.subTest(kind):
                 self.assertEqual(self.rows(expect, kind), [])
+
+    def test_the_wrong_tool_is_one_the_agent_was_given_in_that_turn(self) -> None:
+        # A tool it was not given no agent is offered to call: the harness fails such a call (tool:not-offered), which
+        # counted as the task's kill.
+        self.assertEqual(self.rows({"tool": "search", "tools": ["search"]}, "wrong-tool"), [])
+        offered = {
+            "turns": [{"prompt": "And?", "addTools": ["delete"], "expect": {"tool": "delete"}}],
+            "firstTurn": {"tool": "search"},
+            "tool": "delete",
+            "tools": ["search"],
+        }
+        self.assertEqual(
+            [(row["mutant"], row["verdict"]) for row in self.rows(offered, "wrong-tool")],
+            [("search (call 2)", "tool:wrong-name")],
+        )
 
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:

@@ -249,7 +249,8 @@ def mutants(
     for number, (turn, index) in enumerate(flat, 1):
         call = right.calls[turn][index]
         where = f" (call {number})" if len(flat) > 1 else ""
-        for tool in tools.values():
+        given = task.offered[turn] if task.offered else tools  # a tool it was not given, no agent is offered to call
+        for tool in (tools[name] for name in given):
             if tool.name != call.name:
                 made.append(
                     _swap(right, turn, index, sample_call(tool, call.turn), "wrong-tool", f"{tool.name}{where}")
