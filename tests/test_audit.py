@@ -179,6 +179,27 @@ class AuditTest(TempDirTestCase):
             [("search (call 2)", "tool:wrong-name")],
         )
 
+    def test_a_turn_given_no_tool_is_given_no_call(self) -> None:
+        path = self.task_file({"tool": "search"})
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        data["tasks"][0]["tools"] = []
+        data["tasks"][0]["turns"] = [
+            {"prompt": "What can you do?", "expect": {"noCall": True}},
+            {"prompt": "Search.", "addTools": ["search"], "expect": {"tool": "search"}},
+        ]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        out = os.path.join(self.tmp, "matrix.json")
+        _, stderr, code = run_cli("audit", "--tasks", path, "--json", out)
+        self.assertEqual((stderr, code), ("", 0))
+        with open(out, encoding="utf-8") as f:
+            (entry,) = json.load(f)["tasks"]
+        self.assertEqual(entry["accepted"], 'turn 1: an answer; turn 2: an answer; turn 3: search({"query": "x"})')
+        made = {row["kind"] for row in entry["mutants"]}
+        self.assertNotIn("turn-call", made)
+        self.assertIn("turn-refusal", made)
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

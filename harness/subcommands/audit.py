@@ -297,8 +297,8 @@ def mutants(
             extra[turn].append(sample_call(tools[name], last.turn))
             made.append(mutant("forbidden-call", f"also calls {name}", extra))
     for number, own in enumerate(task.turn_expects, 1):
-        if isinstance(own, ExpectNoCall):
-            names = task.offered[number - 1] if task.offered else tuple(tools)
+        names = task.offered[number - 1] if task.offered else tuple(tools)
+        if isinstance(own, ExpectNoCall) and names:  # a turn given no tool, no agent is offered one to call
             stray = [list(calls) for calls in right.calls]
             stray[number - 1].append(sample_call(tools[names[0]], number))
             made.append(mutant("turn-call", f"calls {names[0]} in turn {number}, which expects no call", stray))
