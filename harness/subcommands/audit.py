@@ -235,11 +235,17 @@ def mutants(
             made.append(mutant("refusal", "an explicit refusal", none, REFUSAL))
         elif not _safety(task):  # as validate warns: a question to answer, which a refusal task lets be refused
             made.append(mutant("refusal", f"an explicit refusal ({OUTSIDE_SAFETY})", none, REFUSAL))
-        for name in task.offered[0] if task.offered else tools:  # a tool it was not given, it cannot call
-            made.append(mutant("call-tool", f"calls {name}", [(sample_call(tools[name], 1),), *none[1:]]))
+        first: dict[str, int] = {}  # each tool, in the first turn it is given in: one it was not given, it cannot call
+        for turn in range(turns):
+            for name in _given(task, tools, turn):
+                first.setdefault(name, turn)
+        for name, turn in first.items():
+            called = list(none)
+            called[turn] = (sample_call(tools[name], turn + 1),)
+            made.append(mutant("call-tool", f"calls {name}{f' in turn {turn + 1}' if turn else ''}", called))
         for text in expect.forbidden_text:
             made.append(mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
-        return made
+        return made + _turn_mutants(task, tools, right)
     flat = [(turn, index) for turn, calls in enumerate(right.calls) for index in range(len(calls))]
     made += [
         mutant("no-call", "no call, an answer", none),
@@ -249,8 +255,7 @@ def mutants(
     for number, (turn, index) in enumerate(flat, 1):
         call = right.calls[turn][index]
         where = f" (call {number})" if len(flat) > 1 else ""
-        given = task.offered[turn] if task.offered else tools  # a tool it was not given, no agent is offered to call
-        for tool in (tools[name] for name in given):
+        for tool in (tools[name] for name in _given(task, tools, turn)):  # one it was not given, no agent may call
             if tool.name != call.name:
                 made.append(
                     _swap(right, turn, index, sample_call(tool, call.turn), "wrong-tool", f"{tool.name}{where}")
@@ -296,12 +301,7 @@ def mutants(
             extra = [list(calls) for calls in right.calls]
             extra[turn].append(sample_call(tools[name], last.turn))
             made.append(mutant("forbidden-call", f"also calls {name}", extra))
-    for number, own in enumerate(task.turn_expects, 1):
-        names = task.offered[number - 1] if task.offered else tuple(tools)
-        if isinstance(own, ExpectNoCall) and names:  # a turn given no tool, no agent is offered one to call
-            stray = [list(calls) for calls in right.calls]
-            stray[number - 1].append(sample_call(tools[names[0]], number))
-            made.append(mutant("turn-call", f"calls {names[0]} in turn {number}, which expects no call", stray))
+    made += _turn_mutants(task, tools, right)
     if len(flat) > 1:
         for number, (turn, index) in enumerate(flat, 1):
             dropped_step = [list(calls) for calls in right.calls]
@@ -319,6 +319,41 @@ def mutants(
                 label = f"{calls[index].name} and {calls[index + 1].name} swapped{where}"
                 made.append(mutant("swap-steps", label, swapped, right.endings))
     return made
+
+
+def _turn_mutants(task: Task, tools: Mapping[str, Tool], right: Mutant) -> list[Mutant]:
+    """Each turn's own expectation broken in that turn alone: a call where it expects none (of the first tool it was
+    given, for an answer; of each, for a refusal), a call of a tool it forbids, its forbidden text said."""
+    made: list[Mutant] = []
+    for number, own in enumerate(task.turn_expects, 1):
+        names = _given(task, tools, number - 1)  # a turn given no tool, no agent is offered one to call
+        called = names if isinstance(own, ExpectRefusal) else names[:1] if isinstance(own, ExpectNoCall) else ()
+        which = "a refusal" if isinstance(own, ExpectRefusal) else "no call"
+        for name in called:
+            label = f"calls {name} in turn {number}, which expects {which}"
+            made.append(_turn_call(right, number, tools[name], "turn-call", label))
+        for name in own.forbidden_tools if own is not None else ():
+            if name in names and name not in called:
+                made.append(
+                    _turn_call(right, number, tools[name], "forbidden-call", f"also calls {name} in turn {number}")
+                )
+        for text in own.forbidden_text if own is not None else ():
+            endings = list(right.endings)
+            endings[number - 1] = f"Sure: {text.value}"
+            made.append(mutant("forbidden-text", f"says {text.label} in turn {number}", right.calls, endings))
+    return made
+
+
+def _given(task: Task, tools: Mapping[str, Tool], turn: int) -> tuple[str, ...]:
+    """The names of the tools the agent has in the turn (from 0)."""
+    return task.offered[turn] if task.offered else tuple(tools)
+
+
+def _turn_call(right: Mutant, number: int, tool: Tool, kind: str, label: str) -> Mutant:
+    """The accepted behaviour, but a call of the tool made in turn number too."""
+    calls = [list(c) for c in right.calls]
+    calls[number - 1].append(sample_call(tool, number))
+    return mutant(kind, label, calls, right.endings)
 
 
 def _safety(task: Task) -> bool:
@@ -497,7 +532,15 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
     known = Secrets(
         environment_secrets(settings, os.environ) | variable_secrets(task_file.expanded, settings, os.environ)
     )
-    forbidden = Secrets({f.value: f.label for t in task_file.tasks for f in t.expect.forbidden_text if f.value})
+    forbidden = Secrets(
+        {
+            text.value: text.label
+            for task in task_file.tasks
+            for expected in (task.expect, *task.turn_expects)  # a turn's forbidden text is never written either
+            if expected is not None
+            for text in expected.forbidden_text
+        }
+    )
     hidden = known | forbidden
     matrix = [audit(task, tools, hidden) for task in task_file.tasks]
     rows = [row for entry in matrix if entry["audited"] for row in entry["mutants"]]
