@@ -244,6 +244,18 @@ class AuditTest(TempDirTestCase):
             },
         )
 
+    def test_an_environment_a_run_would_refuse_is_bad_input_before_any_trial(self) -> None:
+        with open(WORLDS_TASKS, encoding="utf-8") as f:
+            data = json.load(f)
+        data["environment"]["class"] = "FileSytem"
+        path = os.path.join(self.tmp, "eval-tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        shutil.copy(os.path.join(os.path.dirname(WORLDS_TASKS), "files.py"), self.tmp)
+        stdout, stderr, code = run_cli("audit", "--tasks", path, env=clean_env())
+        said = f"eval_agent audit: error: {path}: environment.class: {self.tmp}/files.py has no class FileSytem\n"
+        self.assertEqual((stdout, stderr, code), ("", said, 2))
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

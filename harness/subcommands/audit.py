@@ -542,6 +542,10 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
         }
     )
     hidden = known | forbidden
+    if any(task.environment for task in task_file.tasks):  # one a run would refuse is bad input here too
+        from harness.environments import check_environments
+
+        check_environments(path, task_file.tasks, known)
     matrix = [audit(task, tools, hidden) for task in task_file.tasks]
     rows = [row for entry in matrix if entry["audited"] for row in entry["mutants"]]
 
