@@ -549,3 +549,16 @@ class AuditTest(TempDirTestCase):
         with open(out, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["killRate"], 0)
         self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "0")[2], 0)
+
+    def test_the_same_file_audits_alike_at_any_hash_seed(self) -> None:
+        printed, written = set(), set()
+        for seed in ("0", "1", "4242"):
+            out = os.path.join(self.tmp, f"matrix-{seed}.json")
+            stdout, stderr, code = run_cli(
+                "audit", "--tasks", WORLDS_TASKS, "--json", out, env=clean_env(PYTHONHASHSEED=seed)
+            )
+            self.assertEqual((stderr, code), ("", 0))
+            printed.add(stdout)
+            with open(out, encoding="utf-8") as f:
+                written.add(f.read())
+        self.assertEqual((len(printed), len(written)), (1, 1))
