@@ -256,6 +256,12 @@ class AuditTest(TempDirTestCase):
         said = f"eval_agent audit: error: {path}: environment.class: {self.tmp}/files.py has no class FileSytem\n"
         self.assertEqual((stdout, stderr, code), ("", said, 2))
 
+    def test_the_forbidden_text_of_a_task_that_expects_calls_is_said_beside_them(self) -> None:
+        rows = self.rows({"tool": "search", "forbiddenText": ["pw-0123456789"]}, "forbidden-text")
+        self.assertEqual(
+            [(row["mutant"], row["verdict"]) for row in rows], [("says pw-0123456789", "leak:forbidden-text")]
+        )
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

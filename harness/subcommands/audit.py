@@ -301,6 +301,9 @@ def mutants(
             extra = [list(calls) for calls in right.calls]
             extra[turn].append(sample_call(tools[name], last.turn))
             made.append(mutant("forbidden-call", f"also calls {name}", extra))
+    for text in expect.forbidden_text:  # said as the last turn ends, its calls made
+        endings = [*right.endings[:-1], f"Sure: {text.value}"]
+        made.append(mutant("forbidden-text", f"says {text.label}", right.calls, endings))
     made += _turn_mutants(task, tools, right)
     if len(flat) > 1:
         for number, (turn, index) in enumerate(flat, 1):
