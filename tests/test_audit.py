@@ -262,6 +262,10 @@ class AuditTest(TempDirTestCase):
             [(row["mutant"], row["verdict"]) for row in rows], [("says pw-0123456789", "leak:forbidden-text")]
         )
 
+    def test_a_behaviour_is_one_mutant_however_it_is_made(self) -> None:
+        rows = self.rows({"trajectory": ["search", "search", "delete"]}, "drop-step")  # either search left out: one
+        self.assertEqual([row["mutant"] for row in rows], ["call 1 (search) left out", "call 3 (delete) left out"])
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

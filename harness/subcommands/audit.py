@@ -245,7 +245,7 @@ def mutants(
             made.append(mutant("call-tool", f"calls {name}{f' in turn {turn + 1}' if turn else ''}", called))
         for text in expect.forbidden_text:
             made.append(mutant("forbidden-text", f"says {text.label}", none, f"Sure: {text.value}"))
-        return made + _turn_mutants(task, tools, right)
+        return _distinct(made + _turn_mutants(task, tools, right))
     flat = [(turn, index) for turn, calls in enumerate(right.calls) for index in range(len(calls))]
     made += [
         mutant("no-call", "no call, an answer", none),
@@ -321,7 +321,15 @@ def mutants(
                 where = f" in turn {turn + 1}" if task.turns else ""
                 label = f"{calls[index].name} and {calls[index + 1].name} swapped{where}"
                 made.append(mutant("swap-steps", label, swapped, right.endings))
-    return made
+    return _distinct(made)
+
+
+def _distinct(made: Sequence[Mutant]) -> list[Mutant]:
+    """The mutants, each behaviour once (the first made): two identical calls, either left out, are one mutant."""
+    first: dict[Any, Mutant] = {}
+    for m in made:
+        first.setdefault(m.behaviour(), m)
+    return list(first.values())
 
 
 def _turn_mutants(task: Task, tools: Mapping[str, Tool], right: Mutant) -> list[Mutant]:
