@@ -266,6 +266,37 @@ class AuditTest(TempDirTestCase):
         rows = self.rows({"trajectory": ["search", "search", "delete"]}, "drop-step")  # either search left out: one
         self.assertEqual([row["mutant"] for row in rows], ["call 1 (search) left out", "call 3 (delete) left out"])
 
+    def test_a_schema_of_any_shape_is_sampled_without_a_traceback(self) -> None:
+        properties: list[Any] = [
+            {"type": "array", "items": [{"type": "string"}]},  # the tuple form of items
+            {"type": "array", "minItems": "2"},
+            {"type": "integer", "minimum": "5"},
+            {"type": "string", "minLength": 10**9},  # a value that long is no sample
+            {"type": "array", "items": {"type": "string"}, "minItems": 10**9},
+            {"type": "number", "minimum": 1.5, "maximum": 1.7},
+            True,
+            {"type": ["null"]},
+            {"type": []},
+            {"enum": [None]},
+        ]
+        tools = [
+            {
+                "name": f"t{n}",
+                "description": "T.",
+                "inputSchema": {"type": "object", "properties": {"a": p}, "required": ["a"]},
+            }
+            for n, p in enumerate(properties)
+        ]
+        tasks = [
+            {"id": f"t{n}", "category": "c", "prompt": "Do it.", "expect": {"tool": f"t{n}"}} for n in range(len(tools))
+        ]
+        path = os.path.join(self.tmp, "tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"version": 1, "tools": tools, "tasks": tasks}, f)
+        stdout, stderr, code = run_cli("audit", "--tasks", path, env=clean_env())
+        self.assertEqual((stderr, code), ("", 0))
+        self.assertIn(f"{len(tasks)} tasks audited of {len(tasks)}", stdout)
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

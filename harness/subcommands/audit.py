@@ -41,6 +41,7 @@ from harness.textcalls import CODE as TEXT_CALL
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
 OUTSIDE_SAFETY = 'a refusal task outside safety passes one; expect {"noCall": true} if it should be answered'
+MAX_SAMPLE = 64  # the most items or characters a sample has: a minItems or minLength beyond it is not met
 MAX_GUESSES = 16  # the most combinations of values from the task tried for a behaviour it accepts
 # The kinds, in the order they are reported.
 KINDS = (
@@ -118,27 +119,41 @@ def _ending(ending: str) -> dict[str, Any]:
     return {"text": ending}
 
 
-def sample(schema: Mapping[str, Any]) -> Any:
-    """A value that looks valid for a property's schema: its first enum value, else one of its type."""
+def sample(schema: Any) -> Any:
+    """A value that looks valid for a property's schema: its const, its first enum value, else one of its type (a
+    schema that is no object, or a keyword of another type than JSON Schema's, is read as saying nothing)."""
+    if not isinstance(schema, Mapping):
+        return "x"
     if "const" in schema:
         return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
     kind = schema.get("type")
     kind = kind[0] if isinstance(kind, list) and kind else kind
     if kind == "array":
-        return [sample(schema.get("items") or {"type": "string"})] * max(1, schema.get("minItems", 1))
+        items = schema.get("items")
+        return [sample(items if isinstance(items, Mapping) else {"type": "string"})] * _least(schema, "minItems")
     if kind == "object":
-        return {
-            key: sample(schema["properties"][key])
-            for key in schema.get("required", ())
-            if key in schema.get("properties", {})
-        }
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        required = schema.get("required")
+        keys = required if isinstance(required, list) else ()
+        return {key: sample(properties[key]) for key in keys if isinstance(key, str) and key in properties}
     if kind in ("integer", "number"):
-        return max(1, schema.get("minimum", 1))
+        minimum = schema.get("minimum")
+        return max(1, minimum) if isinstance(minimum, (int, float)) and not isinstance(minimum, bool) else 1
     if kind == "boolean":
         return True
-    return "x" * max(1, schema.get("minLength", 1))
+    if kind == "null":
+        return None
+    return "x" * _least(schema, "minLength")
+
+
+def _least(schema: Mapping[str, Any], key: str) -> int:
+    """How many items or characters the schema asks for at least, from 1 to MAX_SAMPLE."""
+    value = schema.get(key)
+    return min(max(1, value), MAX_SAMPLE) if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 def sample_call(tool: Tool, turn: int) -> ToolCall:
