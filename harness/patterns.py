@@ -57,8 +57,15 @@ REFUSED = {
     _sre.ASSERT: "a lookahead or lookbehind ((?=...), (?<=...))",
     _sre.ASSERT_NOT: "a negative lookahead or lookbehind ((?!...), (?<!...))",
     _sre.GROUPREF_EXISTS: "a conditional ((?(1)...|...))",
-    getattr(_sre, "ATOMIC_GROUP", _sre.GROUPREF): "an atomic group ((?>...))",
-    getattr(_sre, "POSSESSIVE_REPEAT", _sre.GROUPREF): "a possessive repeat (*+, ++, ?+, {m,n}+)",
+    # Python 3.11's: 3.10's re has neither (a key put in their place would take the backreference's reason)
+    **{
+        getattr(_sre, name): reason
+        for name, reason in (
+            ("ATOMIC_GROUP", "an atomic group ((?>...))"),
+            ("POSSESSIVE_REPEAT", "a possessive repeat (*+, ++, ?+, {m,n}+)"),
+        )
+        if hasattr(_sre, name)
+    },
 }
 
 
