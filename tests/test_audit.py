@@ -297,6 +297,19 @@ class AuditTest(TempDirTestCase):
         self.assertEqual((stderr, code), ("", 0))
         self.assertIn(f"{len(tasks)} tasks audited of {len(tasks)}", stdout)
 
+    def test_a_misspelt_setting_is_refused_as_a_run_refuses_it(self) -> None:
+        # EVAL_TASK for EVAL_TASKS audited the default file instead, and said so in nothing but its path.
+        stdout, stderr, code = run_cli("audit", env=clean_env(EVAL_TASK=SHIPPED_TASKS))
+        self.assertEqual(
+            (stdout, stderr, code),
+            (
+                "",
+                "eval_agent audit: error: EVAL_TASK: not a setting, nor a placeholder in the task file; did you mean "
+                "EVAL_TASKS?\n",
+                2,
+            ),
+        )
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

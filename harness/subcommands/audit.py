@@ -34,7 +34,7 @@ from harness.reporters.console import say as print_line
 from harness.results import write_atomic
 from harness.running import run_task
 from harness.schema import json_equal, loose
-from harness.settings import Setting, Sources
+from harness.settings import Setting, Sources, refuse_unknown
 from harness.taskfile import load_task_file
 from harness.text import count
 from harness.textcalls import CODE as TEXT_CALL
@@ -554,6 +554,7 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
     sources = Sources(args, os.environ)
     path = sources.get(TASKS)
     task_file = load_task_file(path, os.environ, sources.get(MAX_TASK_FILE_BYTES))
+    refuse_unknown(os.environ, {setting.var for setting in settings}, task_file.variables)
     tools = {tool.name: tool for tool in task_file.tools}
     known = Secrets(
         environment_secrets(settings, os.environ) | variable_secrets(task_file.expanded, settings, os.environ)
