@@ -310,6 +310,17 @@ class AuditTest(TempDirTestCase):
             ),
         )
 
+    def test_json_never_writes_over_the_task_file(self) -> None:
+        path = self.task_file({"tool": "search"})
+        with open(path, encoding="utf-8") as f:
+            before = f.read()
+        stdout, stderr, code = run_cli("audit", "--tasks", path, "--json", path, env=clean_env())
+        said = f"eval_agent audit: error: --json: {path} is the task file (--tasks); audit never writes over what it "
+        said += "reads\n"
+        self.assertEqual((stdout, stderr, code), ("", said, 2))
+        with open(path, encoding="utf-8") as f:
+            self.assertEqual(f.read(), before)
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):
@@ -561,9 +572,9 @@ class AuditTest(TempDirTestCase):
         fifo = os.path.join(self.tmp, "fifo")
         os.mkfifo(fifo)
         for target, said in (
-            (self.tmp, f"cannot write {self.tmp}: not a regular file"),
-            (fifo, f"cannot write {fifo}: not a regular file"),
-            (os.path.join(self.tmp, "missing", "matrix.json"), "missing"),
+            (self.tmp, f"--json: cannot write {self.tmp}: it is a folder"),
+            (fifo, f"--json: cannot write {fifo}: not a regular file"),
+            (os.path.join(self.tmp, "missing", "matrix.json"), f"--json: cannot write {self.tmp}/missing/matrix.json"),
         ):
             with self.subTest(target):
                 _, stderr, code = run_cli("audit", "--tasks", SHIPPED_TASKS, "--json", target, env=clean_env())

@@ -30,6 +30,7 @@ from harness.records import (
     record,
     replace,
 )
+from harness.reporters import check_outputs
 from harness.reporters.console import say as print_line
 from harness.results import write_atomic
 from harness.running import run_task
@@ -553,6 +554,8 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
     minimum = _min_kill(args.min_kill)
     sources = Sources(args, os.environ)
     path = sources.get(TASKS)
+    if args.json is not None:  # before the audit, which a --json that cannot be written would waste
+        check_outputs([(args.json, "--json")], [(path, sources.text(TASKS)[1], "the task file")], "audit")
     task_file = load_task_file(path, os.environ, sources.get(MAX_TASK_FILE_BYTES))
     refuse_unknown(os.environ, {setting.var for setting in settings}, task_file.variables)
     tools = {tool.name: tool for tool in task_file.tools}
