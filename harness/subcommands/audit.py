@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from difflib import get_close_matches
 from itertools import islice, product
 from typing import Any
 
@@ -42,6 +43,7 @@ from harness.textcalls import CODE as TEXT_CALL
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
 OUTSIDE_SAFETY = 'a refusal task outside safety passes one; expect {"noCall": true} if it should be answered'
+WRONG_TOOLS = 3  # the most other tools an expected call is replaced by, those nearest it by name
 MAX_SAMPLE = 64  # the most items or characters a sample has: a minItems or minLength beyond it is not met
 MAX_GUESSES = 16  # the most combinations of values from the task tried for a behaviour it accepts
 # The kinds, in the order they are reported.
@@ -271,11 +273,8 @@ def mutants(
     for number, (turn, index) in enumerate(flat, 1):
         call = right.calls[turn][index]
         where = f" (call {number})" if len(flat) > 1 else ""
-        for tool in (tools[name] for name in _given(task, tools, turn)):  # one it was not given, no agent may call
-            if tool.name != call.name:
-                made.append(
-                    _swap(right, turn, index, sample_call(tool, call.turn), "wrong-tool", f"{tool.name}{where}")
-                )
+        for name in _wrong_tools(call.name, _given(task, tools, turn)):  # one it was not given, no agent may call
+            made.append(_swap(right, turn, index, sample_call(tools[name], call.turn), "wrong-tool", f"{name}{where}"))
         step = steps[turn][index]
         if step is None:
             continue
@@ -369,6 +368,13 @@ def _turn_mutants(task: Task, tools: Mapping[str, Tool], right: Mutant) -> list[
             endings[number - 1] = f"Sure: {text.value}"
             made.append(mutant("forbidden-text", f"says {text.label} in turn {number}", right.calls, endings))
     return made
+
+
+def _wrong_tools(name: str, given: Sequence[str]) -> list[str]:
+    """The WRONG_TOOLS tools given whose names are nearest the right one's, in the surface's order: with every other
+    tool, the wrong-tool mutants, which any tool task kills, would be most of a large surface's, and its kill rate."""
+    nearest = set(get_close_matches(name, [other for other in given if other != name], WRONG_TOOLS, cutoff=0))
+    return [other for other in given if other in nearest]
 
 
 def _given(task: Task, tools: Mapping[str, Tool], turn: int) -> tuple[str, ...]:
