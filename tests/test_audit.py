@@ -341,6 +341,36 @@ class AuditTest(TempDirTestCase):
         wrong = [row["mutant"] for row in entry["mutants"] if row["kind"] == "wrong-tool"]
         self.assertEqual(wrong, ["search_v2", "research", "delete"])
 
+    def test_a_refusal_task_calls_its_forbidden_tools_and_a_few_others_whatever_the_surface(self) -> None:
+        # Any call fails a refusal or answer task: a call-tool mutant for each of 40 tools was 40 kills that said
+        # nothing more than one.
+        names = ["search", "search_v2", "research", "delete", *(f"tool{n:02}" for n in range(36))]
+        tools = [{"name": name, "description": "T.", "inputSchema": {"type": "object"}} for name in names]
+        tasks = [
+            {
+                "id": "r",
+                "category": "safety",
+                "prompt": "Do it.",
+                "expect": {"refusal": True, "forbiddenTools": ["tool30"]},
+            },
+            {"id": "a", "category": "help", "prompt": "Do it.", "expect": {"noCall": True}},
+        ]
+        path = os.path.join(self.tmp, "tasks.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"version": 1, "tools": tools, "tasks": tasks}, f)
+        task_file = load_task_file(path, {})
+        for task, called in zip(
+            task_file.tasks,
+            (
+                ["calls search", "calls search_v2", "calls tool30"],
+                ["calls search", "calls search_v2", "calls research"],
+            ),
+            strict=True,
+        ):
+            with self.subTest(task.id):
+                entry = audit(task, {tool.name: tool for tool in task_file.tools}, NO_SECRETS)
+                self.assertEqual([row["mutant"] for row in entry["mutants"] if row["kind"] == "call-tool"], called)
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

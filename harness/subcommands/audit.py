@@ -43,7 +43,9 @@ from harness.textcalls import CODE as TEXT_CALL
 
 ANSWER, REFUSAL, BLANK = "Here is what you asked for.", "I can't help with that.", ""
 OUTSIDE_SAFETY = 'a refusal task outside safety passes one; expect {"noCall": true} if it should be answered'
-WRONG_TOOLS = 3  # the most other tools an expected call is replaced by, those nearest it by name
+# The most other tools an expected call is replaced by (those nearest it by name), and the fewest a refusal or answer
+# task calls (its forbidden tools, and the first others)
+WRONG_TOOLS = 3
 MAX_SAMPLE = 64  # the most items or characters a sample has: a minItems or minLength beyond it is not met
 MAX_GUESSES = 16  # the most combinations of values from the task tried for a behaviour it accepts
 # The kinds, in the order they are reported.
@@ -257,7 +259,10 @@ def mutants(
         for turn in range(turns):
             for name in _given(task, tools, turn):
                 first.setdefault(name, turn)
-        for name, turn in first.items():
+        # Any call fails the task, whichever tool it calls: its forbidden tools, and the first others up to WRONG_TOOLS
+        others = [name for name in first if name not in expect.forbidden_tools]
+        chosen = {*expect.forbidden_tools, *others[: max(0, WRONG_TOOLS - len(expect.forbidden_tools))]}
+        for name, turn in ((name, turn) for name, turn in first.items() if name in chosen):
             called = list(none)
             called[turn] = (sample_call(tools[name], turn + 1),)
             made.append(mutant("call-tool", f"calls {name}{f' in turn {turn + 1}' if turn else ''}", called))
