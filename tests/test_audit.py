@@ -371,6 +371,12 @@ class AuditTest(TempDirTestCase):
                 entry = audit(task, {tool.name: tool for tool in task_file.tools}, NO_SECRETS)
                 self.assertEqual([row["mutant"] for row in entry["mutants"] if row["kind"] == "call-tool"], called)
 
+    def test_a_suite_under_min_kill_says_so(self) -> None:
+        path = self.task_file({"tool": "search"}, {"noCall": True})  # the repeat survives: 8 of 9 killed
+        stdout, stderr, code = run_cli("audit", "--tasks", path, "--min-kill", "95")
+        self.assertEqual((stderr, code), ("", 1))
+        self.assertEqual(stdout.splitlines()[-1], "--min-kill 95: the suite kills 88.89% of its mutants, under 95%")
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):
@@ -564,7 +570,7 @@ class AuditTest(TempDirTestCase):
         )
         self.assertIn("  repeat          0/1 (0%)", stdout.splitlines())
         # fs.rm of a file the world does not hold, also as the wrong tool and with the wrong path: no kill either
-        self.assertRegex(stdout.splitlines()[-1], r", 0 survived, 3 errored$")
+        self.assertRegex(stdout.splitlines()[-2], r", 0 survived, 3 errored$")
         with open(out, encoding="utf-8") as f:
             (entry,) = json.load(f)["tasks"]
         (repeat,) = [row for row in entry["mutants"] if row["kind"] == "repeat"]
@@ -660,7 +666,13 @@ class AuditTest(TempDirTestCase):
         out = os.path.join(self.tmp, "matrix.json")
         stdout, stderr, code = run_cli("audit", "--tasks", path, "--json", out, "--min-kill", "100")
         self.assertEqual((stderr, code), ("", 1))
-        self.assertEqual(stdout.splitlines()[-1], f"{path}: 1 task audited of 1, 0 mutants, 0 killed (0%), 0 survived")
+        self.assertEqual(
+            stdout.splitlines()[-2:],
+            [
+                f"{path}: 1 task audited of 1, 0 mutants, 0 killed (0%), 0 survived",
+                "--min-kill 100: the suite kills 0% of its mutants, under 100%",
+            ],
+        )
         with open(out, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["killRate"], 0)
         self.assertEqual(run_cli("audit", "--tasks", path, "--min-kill", "0")[2], 0)

@@ -623,7 +623,10 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
     if args.json:
         document = {"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}
         write_atomic(args.json, (json.dumps(hidden.mask_json(document), indent=2), "\n"))
-    return 1 if minimum is not None and rate < minimum else 0
+    if minimum is not None and rate < minimum:
+        say(f"--min-kill {args.min_kill}: the suite kills {rate:.4g}% of its mutants, under {minimum:g}%")
+        return 1
+    return 0
 
 
 def _min_kill(value: str | None) -> float | None:
