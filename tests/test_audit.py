@@ -375,7 +375,7 @@ class AuditTest(TempDirTestCase):
         path = self.task_file({"tool": "search"}, {"noCall": True})  # the repeat survives: 8 of 9 killed
         stdout, stderr, code = run_cli("audit", "--tasks", path, "--min-kill", "95")
         self.assertEqual((stderr, code), ("", 1))
-        self.assertEqual(stdout.splitlines()[-1], "--min-kill 95: the suite kills 88.89% of its mutants, under 95%")
+        self.assertEqual(stdout.splitlines()[-1], "--min-kill 95: the suite kills 88.88% of its mutants, under 95%")
 
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:

@@ -4,6 +4,7 @@ an in-process mutant agent and judged as a run judges them; which survive."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -624,7 +625,8 @@ def main(argv: Sequence[str], settings: Sequence[Setting]) -> int:
         document = {"taskFile": path, "killRate": rate, "killingNothing": idle, "tasks": matrix}
         write_atomic(args.json, (json.dumps(hidden.mask_json(document), indent=2), "\n"))
     if minimum is not None and rate < minimum:
-        say(f"--min-kill {args.min_kill}: the suite kills {rate:.4g}% of its mutants, under {minimum:g}%")
+        shown = math.floor(rate * 100) / 100  # rounded down: 99.999% is never shown as the 100% it is under
+        say(f"--min-kill {args.min_kill}: the suite kills {shown:g}% of its mutants, under {minimum:g}%")
         return 1
     return 0
 
