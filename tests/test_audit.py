@@ -377,6 +377,13 @@ class AuditTest(TempDirTestCase):
         self.assertEqual((stderr, code), ("", 1))
         self.assertEqual(stdout.splitlines()[-1], "--min-kill 95: the suite kills 88.88% of its mutants, under 95%")
 
+    def test_a_tasks_own_step_is_made_in_a_turn_that_expects_nothing_of_its_own(self) -> None:
+        # With a turn's own expectation, a step of the task's was made in no turn: "not audited: tool:no-call".
+        expect = {"turns": [{"prompt": "Delete it all.", "expect": {"refusal": True}}], "tool": "search"}
+        task_file = load_task_file(self.task_file(expect), {})
+        entry = audit(task_file.tasks[0], {tool.name: tool for tool in task_file.tools}, NO_SECRETS)
+        self.assertEqual(entry.get("accepted"), 'turn 1: search({"query": "x"}); turn 2: an answer', entry)
+
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:
             with self.subTest(arg_values):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from difflib import get_close_matches
@@ -216,6 +217,15 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
         for step in expected:
             by_turn[number - 1].append(expected_call(step, tools[step.tool], number))
             steps[number - 1].append(step)
+    free = [n for n in range(turns) if (own[n] if n < len(own) else None) is None]
+    if own and free:  # the task's own steps no turn's expectation made: in the first turn that expects nothing itself
+        made = Counter(call.name for calls in by_turn for call in calls)
+        for step in task.expect.steps:
+            if step.turn is None and made[step.tool] > 0:
+                made[step.tool] -= 1
+            elif step.turn is None:
+                by_turn[free[0]].append(expected_call(step, tools[step.tool], free[0] + 1))
+                steps[free[0]].append(step)
     return mutant("correct", "the expected calls", by_turn), steps
 
 
