@@ -383,6 +383,17 @@ class AuditTest(TempDirTestCase):
         task_file = load_task_file(self.task_file(expect), {})
         entry = audit(task_file.tasks[0], {tool.name: tool for tool in task_file.tools}, NO_SECRETS)
         self.assertEqual(entry.get("accepted"), 'turn 1: search({"query": "x"}); turn 2: an answer', entry)
+        # a call a turn made of the tool, but not as the task's step wants it, does not make that step
+        expect = {
+            "turns": [{"prompt": "And?", "expect": {"tool": "search"}}],
+            "tool": "search",
+            "argValues": {"limit": [5]},
+        }
+        task_file = load_task_file(self.task_file(expect), {})
+        entry = audit(task_file.tasks[0], {tool.name: tool for tool in task_file.tools}, NO_SECRETS)
+        self.assertEqual(
+            entry.get("accepted"), 'turn 1: search({"limit": 5, "query": "x"}); turn 2: search({"query": "x"})', entry
+        )
 
     def test_a_wrong_value_is_none_the_task_accepts(self) -> None:
         for arg_values in CLOSE_VALUES:

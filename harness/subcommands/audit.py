@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from difflib import get_close_matches
@@ -38,6 +37,7 @@ from harness.reporters.console import say as print_line
 from harness.results import write_atomic
 from harness.running import run_task
 from harness.schema import json_equal, loose
+from harness.scoring import call_problem
 from harness.settings import Setting, Sources, refuse_unknown
 from harness.taskfile import load_task_file
 from harness.text import count
@@ -218,12 +218,13 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
             by_turn[number - 1].append(expected_call(step, tools[step.tool], number))
             steps[number - 1].append(step)
     free = [n for n in range(turns) if (own[n] if n < len(own) else None) is None]
-    if own and free:  # the task's own steps no turn's expectation made: in the first turn that expects nothing itself
-        made = Counter(call.name for calls in by_turn for call in calls)
-        for step in task.expect.steps:
-            if step.turn is None and made[step.tool] > 0:
-                made[step.tool] -= 1
-            elif step.turn is None:
+    if own and free:  # the task's own steps no turn's call makes: in the first turn that expects nothing of its own
+        made = [call for calls in by_turn for call in calls]
+        for step in (step for step in task.expect.steps if step.turn is None):
+            fit = next((call for call in made if call.name == step.tool and call_problem(step, call) is None), None)
+            if fit is not None:
+                made.remove(fit)
+            else:
                 by_turn[free[0]].append(expected_call(step, tools[step.tool], free[0] + 1))
                 steps[free[0]].append(step)
     return mutant("correct", "the expected calls", by_turn), steps
