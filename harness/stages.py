@@ -21,7 +21,7 @@ from harness.records import AgentSurface, Backend, Result, Served, Summary, Task
 from harness.reporters import publish, unreachable_reason
 from harness.reporters.console import Console, Progress, complain, say
 from harness.results import Spool, results_document, task_entry
-from harness.running import Ending, HandingOn, InTaskOrder, InTaskOrderSettled, run_jobs, run_until_settled
+from harness.running import Ending, HandingOn, InTaskOrder, run_jobs
 from harness.text import count, headline, internal_error, utc_timestamp
 from harness.verdict import EXIT_INTERRUPTED, EXIT_UNREACHABLE, Tallies, decide
 
@@ -153,6 +153,7 @@ def send(run: Run) -> Sent:
         in_task_order = InTaskOrder(tasks, config.runs, on_task)
     else:
         from harness.adaptive import sequential_test, stopped_because
+        from harness.settling import InTaskOrderSettled, run_until_settled  # only a run of auto runs pays for them
 
         test = sequential_test(config.auto)
         in_task_order = InTaskOrderSettled(tasks, test, on_task)

@@ -18,7 +18,8 @@ from backends.contract import parse_reply
 from backends.stub import StubBackend
 from harness.adaptive import Auto, sequential_test
 from harness.records import AgentRequest, BackendError, Reply, Result, Task, replace
-from harness.running import RATE_LIMITED, Ending, InTaskOrderSettled, run_until_settled
+from harness.running import RATE_LIMITED, Ending
+from harness.settling import InTaskOrderSettled, run_until_settled
 from harness.taskfile import load_task_file
 from tests.providers import openai_error
 from tests.support import (
