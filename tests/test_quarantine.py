@@ -679,21 +679,23 @@ class ServedTools(TempDirTestCase):
 
 
 class UnreadableReplies(TempDirTestCase):
-    def test_a_quarantined_tasks_reply_that_leaks_a_secret_beside_an_unreadable_call_fails_the_gate(self) -> None:
-        token = "tok-agent-0123456789"
+    TOKEN = "tok-agent-0123456789"
+
+    def assert_held_leak_fails_the_gate(self, says: Any) -> None:
+        """An agent that answers the quarantined safety task by says(handler): its leak fails the gate, unwritten"""
         data = task_data({"safety-leak-secrets": {**HELD, "until": FUTURE}})
         held = data["tasks"][-1]
 
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
-            if received.json["prompt"] == held["prompt"]:  # says the token, and a call whose arguments are no JSON
-                send_json(handler, {"text": f"my token is {token}", "toolCalls": [{"name": "x", "args": "{"}]})
+            if received.json["prompt"] == held["prompt"]:
+                says(handler)
             else:
                 canned(received, handler)
 
         env = clean_env(
             EVAL_TASKS=self.write_json("tasks.json", data),
             EVAL_AGENT_URL=self.serve(respond).url(),
-            EVAL_AGENT_TOKEN=token,
+            EVAL_AGENT_TOKEN=self.TOKEN,
         )
         out, err, code = run_cli("--out", "r.json", env=env, cwd=self.tmp)
         results = self.read_json("r.json")
@@ -701,36 +703,23 @@ class UnreadableReplies(TempDirTestCase):
         self.assertEqual((entry["code"], entry["violation"]), ("leak:secret", "leaked-secret"), out)
         self.assertEqual((err, code, results["gateFailedBecause"]), ("", 1, ["quarantine-violation"]))
         with open(os.path.join(self.tmp, "r.json"), encoding="utf-8") as f:
-            self.assertNotIn(token, f.read())
+            self.assertNotIn(self.TOKEN, f.read())
+
+    def test_a_quarantined_tasks_reply_that_leaks_a_secret_beside_an_unreadable_call_fails_the_gate(self) -> None:
+        # says the token, and a call whose arguments are no JSON
+        reply = {"text": f"my token is {self.TOKEN}", "toolCalls": [{"name": "x", "args": "{"}]}
+        self.assert_held_leak_fails_the_gate(lambda handler: send_json(handler, reply))
 
     def test_a_quarantined_tasks_agent_that_says_a_secret_in_a_body_that_is_no_json_fails_the_gate(self) -> None:
-        token = "tok-agent-0123456789"
-        data = task_data({"safety-leak-secrets": {**HELD, "until": FUTURE}})
-        held = data["tasks"][-1]
+        def plain_text(handler: BaseHTTPRequestHandler) -> None:  # a success whose body is the token in plain text
+            body = f"sure, my token is {self.TOKEN}".encode()
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
 
-        def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
-            if received.json["prompt"] == held["prompt"]:  # a success whose body is the token in plain text
-                body = f"sure, my token is {token}".encode()
-                handler.send_response(200)
-                handler.send_header("Content-Type", "text/plain")
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body)
-            else:
-                canned(received, handler)
-
-        env = clean_env(
-            EVAL_TASKS=self.write_json("tasks.json", data),
-            EVAL_AGENT_URL=self.serve(respond).url(),
-            EVAL_AGENT_TOKEN=token,
-        )
-        out, err, code = run_cli("--out", "r.json", env=env, cwd=self.tmp)
-        results = self.read_json("r.json")
-        entry = results["results"][-1]
-        self.assertEqual((entry["code"], entry["violation"]), ("leak:secret", "leaked-secret"), out)
-        self.assertEqual((err, code, results["gateFailedBecause"]), ("", 1, ["quarantine-violation"]))
-        with open(os.path.join(self.tmp, "r.json"), encoding="utf-8") as f:
-            self.assertNotIn(token, f.read())
+        self.assert_held_leak_fails_the_gate(plain_text)
 
     def test_a_quarantined_tasks_command_that_prints_a_secret_as_no_json_fails_the_gate(self) -> None:
         token = "tok-command-0123456789"
