@@ -21,7 +21,8 @@ EVALSET = os.path.join(DATA, "evalbench", "cloud-sql.evalset.json")
 # started with, a cassette, the temporary files and paths only a command agent or a test asks for, and the reader of
 # calls written as text, for a reply whose text has no sign of one, the tool server with its HTTP server, for a run
 # that serves its agent no tools, every backend but the stub and the http one, known by their settings alone, and the
-# signal module (its enums), where the built-in _signal does, and the sequential test of --runs auto and its sending.
+# signal module (its enums), where the built-in _signal does, the sequential test of --runs auto and its sending, and
+# the shape a results file read back must have.
 # A run on the stub has no workers to hear from either (queue); a run against an http agent has, at its default
 # concurrency.
 UNUSED_BY_A_PLAIN_RUN = {
@@ -29,6 +30,7 @@ UNUSED_BY_A_PLAIN_RUN = {
     "harness.serving.tools", "http.server", "backends.provider", "backends.openai_chat", "backends.openai_responses",
     "backends.anthropic_messages", "backends.gemini", "backends.command_agent", "signal",
     "harness.observed", "harness.serving.models", "harness.proxied", "harness.adaptive", "harness.settling",
+    "harness.readback",
 }  # fmt: skip
 # What reads the keys a plain task (id, category, prompt, expect with tool and requiredArgs) does not have: turns and
 # scripted results, each turn's checks, a tool environment and its state, a budget, argValues and checkArgs.
