@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from harness import exchanges
 from harness.conversation import converse, whole_reply
@@ -38,6 +38,7 @@ STOPS_THE_RUN = {"reply:key-rejected"}
 # run stops rather than send the rest into them.
 RATE_LIMITED = "reply:rate-limited"
 TOOL_SERVER = "EVAL_TOOL_SERVER_URL"  # what a trial's tool server paths are masked as: the setting that shows them
+Job = TypeVar("Job")  # how a run's sending names a job: its index, or (a task's index, its trial)
 NO_WORLD = nullcontext()  # a trial's with no environment: one for the run, not one made for every trial
 WAIT_SPELL = 0.2  # seconds: how late a Ctrl-C may be heard at the worst
 # Set by the run's signal handlers besides the KeyboardInterrupt they raise, which is lost when it comes while the
@@ -223,28 +224,52 @@ def run_jobs(
     """
     finished: dict[int, Result] = {}
     handed = 0
-    stop: BaseException | None = None
-    wave, limited_in_a_row, rate_limited = min(concurrency, len(jobs)), 0, False
-    stopped_by: Reply | None = None
     # One at a time runs in this thread: handing each result across threads costs as much as a loopback request.
     trials = _trial_numbers(jobs)
 
     def run(index: int) -> Result:
         return run_task(backend, jobs[index], secrets, hidden, tools, trials[index], served, proxy)
 
+    def take(index: int, result: Result) -> None:
+        nonlocal handed
+        finished[index] = result
+        HandingOn.now = True
+        try:
+            while handed in finished:
+                on_result(finished.pop(handed))
+                handed += 1
+        finally:
+            HandingOn.now = False
+
+    def finish(cut: bool) -> None:
+        if cut:
+            finished.update(leftovers)  # a trial done before the signal is a trial done
+        for index in sorted(finished):
+            on_result(finished[index])
+
     leftovers: dict[int, Result] = {}  # finished in a worker but not yet taken when the run was cut short
     pool = _run_pool(run, len(jobs), concurrency, leftovers) if concurrency > 1 else None
     completed = pool if pool is not None else enumerate(run(index) for index in range(len(jobs)))
+    return drain(completed, pool, take, finish, min(concurrency, len(jobs)))
+
+
+def drain(
+    completed: Iterator[tuple[Job, Result]],
+    pool: Generator[Any, None, None] | None,
+    take: Callable[[Job, Result], None],
+    finish: Callable[[bool], None],
+    wave: int,
+) -> Ending:
+    """Take each result as it completes (take hands on what now follows in order) until every job ran, a rejected key
+    or a wave of `wave` rate-limited endings in a row stops them, or a Ctrl-C or a bug cuts them short; then close the
+    pool and hand on the rest (finish, told whether the run was cut short: its pool's leftovers are trials done too).
+    How the run ended, as run_jobs says."""
+    stop: BaseException | None = None
+    limited_in_a_row, rate_limited = 0, False
+    stopped_by: Reply | None = None
     try:
-        for index, result in completed:
-            finished[index] = result
-            HandingOn.now = True
-            try:
-                while handed in finished:
-                    on_result(finished.pop(handed))
-                    handed += 1
-            finally:
-                HandingOn.now = False
+        for job, result in completed:
+            take(job, result)
             if INTERRUPTED.is_set():
                 raise KeyboardInterrupt
             if result.reply.error_code in STOPS_THE_RUN:
@@ -257,14 +282,11 @@ def run_jobs(
     except (KeyboardInterrupt, Exception) as exc:
         stop = exc
     if pool is not None:
-        pool.close()  # its workers stop, and what they had finished is in leftovers
+        pool.close()  # its workers stop, and what they had finished is in the leftovers
     if stop is None and INTERRUPTED.is_set():
         stop = KeyboardInterrupt()
-    if stop is not None:
-        finished.update(leftovers)  # a trial done before the signal is a trial done
     HandingOn.now = True  # until the caller ignores signals: see HandingOn
-    for index in sorted(finished):
-        on_result(finished[index])
+    finish(stop is not None)
     if stop is None and INTERRUPTED.is_set():  # heard while the last were handed on
         stop = KeyboardInterrupt()
     return Ending(stop, rate_limited, stopped_by, wave)

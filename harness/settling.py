@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING
 
 from harness.adaptive import Test, fewest_further, verdict
 from harness.leaks import NO_SECRETS, Secrets
-from harness.records import Backend, Reply, Result, Served, Task
+from harness.records import Backend, Result, Served, Task
 from harness.running import (
     INTERRUPTED,
-    RATE_LIMITED,
-    STOPS_THE_RUN,
     WAIT_SPELL,
     Ending,
     HandingOn,
     InTaskOrder,
+    drain,
     run_task,
 )
 
@@ -95,9 +94,19 @@ def run_until_settled(
             ready.append(index)
             queued[index] = True
 
-    stop: BaseException | None = None
-    limited_in_a_row, rate_limited = 0, False
-    stopped_by: Reply | None = None
+    def finished(job: tuple[int, int], result: Result) -> None:
+        index, trial = job
+        waiting[index][trial] = result
+        hand_on(index)
+
+    def finish(cut: bool) -> None:
+        if cut:
+            for (index, trial), result in leftovers.items():
+                waiting[index][trial] = result
+        for trials in waiting:  # a cut-short task's finished trials, in trial order, a gap before them or not
+            for trial in sorted(trials):
+                on_result(trials[trial])
+
     leftovers: dict[tuple[int, int], Result] = {}
     workers = min(concurrency, count * test.most)
     # A wave is as many endings in a row as may be in flight at once: a few tasks have fewer than the workers, only
@@ -105,35 +114,7 @@ def run_until_settled(
     wave = max(1, min(workers, count * room[0])) if count else 1
     pool = _settling_pool(run, take, workers, leftovers) if workers > 1 else None
     completed = pool if pool is not None else ((job, run(job)) for job in iter(take, None))
-    try:
-        for (index, trial), result in completed:
-            waiting[index][trial] = result
-            hand_on(index)
-            if INTERRUPTED.is_set():
-                raise KeyboardInterrupt
-            if result.reply.error_code in STOPS_THE_RUN:
-                stopped_by = result.reply
-                break
-            limited_in_a_row = limited_in_a_row + 1 if result.reply.error_code == RATE_LIMITED else 0
-            if limited_in_a_row == wave:
-                rate_limited = True
-                break
-    except (KeyboardInterrupt, Exception) as exc:
-        stop = exc
-    if pool is not None:
-        pool.close()
-    if stop is None and INTERRUPTED.is_set():
-        stop = KeyboardInterrupt()
-    if stop is not None:
-        for (index, trial), result in leftovers.items():
-            waiting[index][trial] = result
-    HandingOn.now = True  # until the caller ignores signals: see HandingOn
-    for trials in waiting:  # a cut-short task's finished trials, in trial order, a gap before them or not
-        for trial in sorted(trials):
-            on_result(trials[trial])
-    if stop is None and INTERRUPTED.is_set():
-        stop = KeyboardInterrupt()
-    return Ending(stop, rate_limited, stopped_by, wave)
+    return drain(completed, pool, finished, finish, wave)
 
 
 def _settling_pool(
