@@ -37,7 +37,8 @@ def population(rng: random.Random) -> float:
 
 def main() -> None:
     print(f"{TASKS:,} simulated tasks, seed {SEED}")
-    print(f"{'rule':<34} {'mean trials':>11} {'saved':>6} {'wrong':>7} {'reliable→unrel.':>16} {'unrel.→reliable':>16}")
+    columns = ("mean trials", 11), ("saved", 6), ("wrong", 7), ("reliable→unrel.", 16), ("unrel.→reliable", 16)
+    print(f"{'rule':<34} " + " ".join(f"{name:>{width}}" for name, width in columns))
     for auto in (Auto(), Auto(confidence=Decimal(90)), Auto(confidence=Decimal(99)), Auto(most=20)):
         rng = random.Random(SEED)
         test = sequential_test(auto)
