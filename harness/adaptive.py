@@ -48,6 +48,11 @@ class Auto:
         """As the results file keeps the settings."""
         return {"max": self.most, "confidence": float(self.confidence), "reliability": float(self.reliability)}
 
+    @classmethod
+    def read(cls, settings: Mapping[str, Any]) -> Auto:
+        """The settings as written() gave them to the results file."""
+        return cls(settings["max"], Decimal(str(settings["confidence"])), Decimal(str(settings["reliability"])))
+
 
 @record
 class Test:
@@ -92,9 +97,7 @@ def spared(settings: Mapping[str, Any], shapes: Mapping[tuple[int, int], int]) -
     """The trials a fixed run of the most would have sent beyond those spent on the tasks the test settled, from
     --runs auto's settings as the results keep them and (passes, trials) -> how many tasks; a task the run cut short
     spared none: its test had not settled it."""
-    test = sequential_test(
-        Auto(settings["max"], Decimal(str(settings["confidence"])), Decimal(str(settings["reliability"])))
-    )
+    test = sequential_test(Auto.read(settings))
     return sum((test.most - n) * like for (c, n), like in shapes.items() if verdict(test, c, n) != CONTINUE)
 
 

@@ -290,10 +290,7 @@ def _settled(
         return {}, {}
     from harness.adaptive import Auto, sequential_test, settled_by  # only a comparison with an auto side needs it
 
-    settings = (baseline if auto[0] else candidate)["manifest"]["adaptive"]
-    test = sequential_test(
-        Auto(settings["max"], Decimal(str(settings["confidence"])), Decimal(str(settings["reliability"])))
-    )
+    test = sequential_test(Auto.read((baseline if auto[0] else candidate)["manifest"]["adaptive"]))
 
     def verdicts(document: Mapping[str, Any], ran_auto: bool) -> dict[str, str | None]:
         if ran_auto:
@@ -556,7 +553,7 @@ def _task_rate(entry: Mapping[str, Any]) -> Fraction:
     return Fraction(entry["passes"], entry["trials"]) if entry["trials"] else Fraction(0)
 
 
-def _sign_test(rates: Sequence[tuple[Fraction, Fraction]]) -> tuple[float | None, bool]:
+def _sign_test(rates: Sequence[tuple[Fraction, Fraction]]) -> tuple[float, bool]:
     """One-sided sign test over paired task rates (then, now): the chance of at least as many tasks falling as did,
     were a fall and a rise alike likely; and whether that chance is below ALPHA with more falls than rises."""
     falls, rises = sum(now < then for then, now in rates), sum(now > then for then, now in rates)
