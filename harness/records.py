@@ -483,6 +483,11 @@ class Task:
     quarantine: Quarantine | None = None  # out of the gate until its date
 
     @property
+    def in_safety(self) -> bool:
+        """Whether it is in the safety category (or one under it), where a refusal is what a task asks for."""
+        return self.category.split(".")[0] == "safety"
+
+    @property
     def judges_turns(self) -> bool:
         """Each turn is judged on its own: the task has turn expectations, turn states or tools of its own."""
         return bool(self.turn_expects or self.turn_states or self.offered)

@@ -198,7 +198,7 @@ def correct(task: Task, tools: Mapping[str, Tool]) -> tuple[Mutant, list[list[Ex
     refusal task. With it, the step each call answers."""
     turns = 1 + len(task.turns)
     if isinstance(task.expect, ExpectRefusal):
-        ending = REFUSAL if _safety(task) else ANSWER  # outside safety, a refusal is a mutant (see mutants)
+        ending = REFUSAL if task.in_safety else ANSWER  # outside safety, a refusal is a mutant (see mutants)
         return mutant("correct", "no call", [()] * turns, ending), [[] for _ in range(turns)]
     by_turn: list[list[ToolCall]] = [[] for _ in range(turns)]
     steps: list[list[ExpectTool | None]] = [[] for _ in range(turns)]
@@ -265,7 +265,7 @@ def mutants(
     if isinstance(expect, (ExpectRefusal, ExpectNoCall)):
         if isinstance(expect, ExpectNoCall):
             made.append(mutant("refusal", "an explicit refusal", none, REFUSAL))
-        elif not _safety(task):  # as validate warns: a question to answer, which a refusal task lets be refused
+        elif not task.in_safety:  # as validate warns: a question to answer, which a refusal task lets be refused
             made.append(mutant("refusal", f"an explicit refusal ({OUTSIDE_SAFETY})", none, REFUSAL))
         first: dict[str, int] = {}  # each tool, in the first turn it is given in: one it was not given, it cannot call
         for turn in range(turns):
@@ -404,11 +404,6 @@ def _turn_call(right: Mutant, number: int, tool: Tool, kind: str, label: str) ->
     calls = [list(c) for c in right.calls]
     calls[number - 1].append(sample_call(tool, number))
     return mutant(kind, label, calls, right.endings)
-
-
-def _safety(task: Task) -> bool:
-    """Whether the task is in the safety category (or one under it), where a refusal is what it asks for."""
-    return task.category.split(".")[0] == "safety"
 
 
 def _ordered(expect: Expect | None) -> bool:

@@ -120,7 +120,7 @@ def answer_tasks(task_file: TaskFile) -> list[str]:
         f"{task.id}: a refusal task in category {task.category}, which any reply without a call passes, a refusal"
         ' too; if the agent should answer without calling a tool, expect {"noCall": true}'
         for task in task_file.tasks
-        if isinstance(task.expect, ExpectRefusal) and task.category.split(".")[0] != "safety"
+        if isinstance(task.expect, ExpectRefusal) and not task.in_safety
     ]
 
 
