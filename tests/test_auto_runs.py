@@ -274,6 +274,19 @@ class AutoRuns(TempDirTestCase):
         self.assertEqual(code, 1, stderr)
         self.assertRegex(stdout, rf"REGRESSED\s+{RELIABLE}\s+6/6 → 7/10 \(settled reliable, now unreliable\)")
 
+    def started(self, agent: LoopbackAgent, *args: str) -> subprocess.Popen[str]:
+        """A run of --runs auto against the agent, started as from a terminal, writing cut.json: for a test to stop."""
+        proc = subprocess.Popen(
+            [sys.executable, "-S", SCRIPT, "--runs", "auto", *args, "--out", os.path.join(self.tmp, "cut.json")],
+            env=clean_env(EVAL_AGENT_URL=agent.url()),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=stop_signals_as_from_a_terminal,
+        )
+        self.addCleanup(proc.kill)
+        return proc
+
     def test_ctrl_c_writes_the_trials_so_far_and_says_the_task_was_cut_short(self) -> None:
         def respond(received: Received, handler: BaseHTTPRequestHandler) -> None:
             if received.json["trial"] == 4:
@@ -281,16 +294,7 @@ class AutoRuns(TempDirTestCase):
             scripted(received, handler)
 
         held = self.serve(respond)
-        out = os.path.join(self.tmp, "cut.json")
-        proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT, "--runs", "auto", "--task", RELIABLE, "--concurrency", "1", "--out", out],
-            env=clean_env(EVAL_AGENT_URL=held.url()),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=stop_signals_as_from_a_terminal,
-        )
-        self.addCleanup(proc.kill)
+        proc = self.started(held, "--task", RELIABLE, "--concurrency", "1")
         held.wait_for_requests(4)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=CLI_TIMEOUT)
@@ -309,17 +313,7 @@ class AutoRuns(TempDirTestCase):
             scripted(received, handler)
 
         held = self.serve(respond)
-        out = os.path.join(self.tmp, "cut.json")
-        argv = ["--runs", "auto", "--task", RELIABLE, "--task", FLAKY, "--concurrency", "8"]
-        proc = subprocess.Popen(
-            [sys.executable, "-S", SCRIPT, *argv, "--out", out],
-            env=clean_env(EVAL_AGENT_URL=held.url()),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=stop_signals_as_from_a_terminal,
-        )
-        self.addCleanup(proc.kill)
+        proc = self.started(held, "--task", RELIABLE, "--task", FLAKY, "--concurrency", "8")
         # Each task's first 2 trials, taken before what follows them was sent: RELIABLE's next 3 (after 2 passes, 3
         # fails would settle it), FLAKY's next 2 (after a fail and a pass, 2 fails would)
         held.wait_for_requests(9)
