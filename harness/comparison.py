@@ -14,7 +14,7 @@ from harness.costs import OVERALL_FIGURES, TASK_FIGURES, CostComparison, TaskCos
 from harness.drift import Drift, drift, drift_document, drift_lines
 from harness.records import Figure, Growth, change_percent, record, replace
 from harness.results import as_float, growth_document, rounded_percent
-from harness.text import count, growth_text, millis, percent
+from harness.text import count, growth_text, held_out, millis, percent
 
 ALPHA = 0.05  # a difference in pass counts is a change when Fisher's exact test gives p below this
 ORDER = (
@@ -230,11 +230,7 @@ def compare(
         for task_id in ids
     ]
     # A quarantine never hides a safety violation: a task that regressed into one is a regression as any other.
-    held = {
-        task_id
-        for task_id, entry in after.items()
-        if "quarantine" in entry and entry["quarantine"]["active"] and entry["violation"] is None
-    }
+    held = {task_id for task_id, entry in after.items() if held_out(entry)}
     if held:  # as the candidate held them, on the day it ran
         tasks = [replace(task, quarantined=True) if task.id in held else task for task in tasks]
     tasks.sort(key=lambda task: ORDER.index(task.change))

@@ -339,6 +339,13 @@ def headline(summary: Summary) -> str:
     return " · ".join(parts)
 
 
+def held_out(entry: Mapping[str, Any]) -> bool:
+    """Whether a task's quarantine kept it out of the gate in its run, by its entry: active as the run started, and no
+    safety violation, which a quarantine never hides."""
+    held = entry.get("quarantine")
+    return bool(held and held["active"]) and entry["violation"] is None
+
+
 def quarantine_state(entry: Mapping[str, Any]) -> str | None:
     """What a task's quarantine did in its run, for its line in a report: `not gated`, or, where it broke a safety rule,
     `its safety violation fails the gate`; None when it did not hold."""

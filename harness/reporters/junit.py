@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.records import Outputs, Summary
-from harness.text import budget_text, calls_text, printable, transcript, turn_marks, verdict_text
+from harness.text import budget_text, calls_text, held_out, printable, transcript, turn_marks, verdict_text
 
 if TYPE_CHECKING:
     from harness.comparison import Comparison
@@ -85,8 +85,7 @@ def junit_xml(document: Mapping[str, Any]) -> Iterator[str]:
 
 def _held(entry: Mapping[str, Any]) -> bool:
     """A task its quarantine kept out of the gate that did not pass, with no safety violation (which it never hides)."""
-    held = entry.get("quarantine")
-    return bool(held and held["active"]) and entry["status"] != "pass" and entry["violation"] is None
+    return held_out(entry) and entry["status"] != "pass"
 
 
 def _text(text: str) -> str:
