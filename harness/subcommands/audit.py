@@ -15,7 +15,7 @@ from typing import Any
 from harness.config import MAX_TASK_FILE_BYTES, TASKS
 from harness.endpoints import environment_secrets, variable_secrets
 from harness.flags import Parser
-from harness.leaks import NO_SECRETS, Secrets
+from harness.leaks import NO_SECRETS, Secrets, strings
 from harness.records import (
     AgentRequest,
     ConfigError,
@@ -470,7 +470,7 @@ def guesses(
     With them, the arguments (turn, call, key) valued from a state: only that state checks them."""
     states = (task.state, *task.turn_states)
     matches = [state.match for state in states if state is not None and state.reference is None]
-    said = list(dict.fromkeys(text for match in matches for text in _strings(match)))
+    said = list(dict.fromkeys(text for match in matches for text in strings(match)))
     slots: list[tuple[int, int, str, list[str]]] = []
     valued: list[tuple[int, int, str]] = []
     for turn, made_in_turn in enumerate(right.calls):
@@ -493,17 +493,6 @@ def guesses(
             calls[turn][index] = ToolCall(call.name, {**call.args, key: value}, turn=call.turn)
         made.append(mutant("correct", "the expected calls, valued from the task", calls, right.endings))
     return made, valued
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string in a JSON value, its objects' keys too, in order."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for key, item in value.items() for text in (key, *_strings(item))]
-    if isinstance(value, list):
-        return [text for item in value for text in _strings(item)]
-    return []
 
 
 def accepted(right: Mutant) -> str:
